@@ -1,0 +1,2 @@
+"""collapsewatch."""
+__version__ = "0.1.0"

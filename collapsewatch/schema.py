@@ -1,0 +1,180 @@
+"""Wire format shared by the SDK and the ingestion API (DESIGN.md §3).
+
+One vocabulary everywhere: a **run** holds **rollouts** (trajectories); a rollout is
+one episode at a training **step**, made of **turns**. Rollouts at one step that share
+a ``state_id`` form a GRPO **group**. Entropies and log-probabilities are in nats,
+timestamps are UTC.
+
+These are pydantic v2 models. The API validates request bodies with them, so a body
+that breaks the format gets HTTP 422 whose ``errors[].loc`` names the field.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Identifier = Annotated[
+    str,
+    Field(min_length=1, max_length=256, description="Client-chosen identifier (1-256 chars)."),
+]
+
+
+def _finite(value: float | None, name: str) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+class Turn(BaseModel):
+    """One turn of a trajectory: what the policy saw, thought and did.
+
+    ``token_entropy`` is the mean per-token entropy of the policy over this turn's
+    response tokens (nats/token), ``logprob`` the summed log-probability of the
+    response (nats, <= 0), ``num_tokens`` the response length in tokens; all three are
+    optional and come from the trainer. ``valid_format`` says whether the response
+    parsed into reasoning and action under the trainer's format (null when the format
+    does not define it).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0, description="Position of the turn in the trajectory, from 0.")
+    observation: str = Field(default="", description="Text the policy saw before acting.")
+    reasoning: str = Field(default="", description="Text inside the think span (may be empty).")
+    action: str = Field(default="", description="The action text the environment received.")
+    reward: float = Field(default=0.0, description="Reward the environment gave for this turn.")
+    done: bool = Field(default=False, description="True when the episode ended after this turn.")
+    token_entropy: float | None = Field(
+        default=None, ge=0, description="Mean per-token entropy of the response (nats)."
+    )
+    num_tokens: int | None = Field(default=None, ge=0, description="Response length (tokens).")
+    logprob: float | None = Field(
+        default=None, le=0, description="Summed log-probability of the response (nats)."
+    )
+    valid_format: bool | None = Field(
+        default=None, description="Whether the response parsed as reasoning + action."
+    )
+
+    @field_validator("reward", "token_entropy", "logprob")
+    @classmethod
+    def _check_finite(cls, value: float | None, info: Any) -> float | None:
+        return _finite(value, info.field_name)
+
+
+class Rollout(BaseModel):
+    """One trajectory of the policy in an environment at a training step.
+
+    ``rollout_id`` is made by the client and unique within the run: it is the
+    idempotency key, so re-sending a rollout stores nothing twice. ``state_id``
+    identifies the initial environment state (seed, prompt hash); rollouts with equal
+    ``state_id`` at one step form a GRPO group.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rollout_id: Identifier
+    step: int = Field(ge=0, description="Training step (optimizer update index), >= 0.")
+    env_id: str = Field(default="default", min_length=1, max_length=256)
+    state_id: Identifier
+    reward: float = Field(description="Total return of the trajectory.")
+    success: bool | None = Field(default=None, description="Task solved; null if undefined.")
+    turns: list[Turn] = Field(min_length=1, description="The trajectory's turns, in order.")
+    metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON.")
+
+    @field_validator("reward")
+    @classmethod
+    def _check_reward(cls, value: float) -> float:
+        return _finite(value, "reward")  # type: ignore[return-value]
+
+    @field_validator("turns")
+    @classmethod
+    def _check_turn_order(cls, turns: list[Turn]) -> list[Turn]:
+        indices = [t.index for t in turns]
+        if len(set(indices)) != len(indices):
+            raise ValueError("turn indices must be unique within a rollout")
+        return turns
+
+
+class RunCreate(BaseModel):
+    """Body of ``POST /api/v1/runs``: create a run, or get it if the name exists."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Identifier
+    config: dict[str, Any] = Field(default_factory=dict, description="Trainer settings (JSON).")
+    tags: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list)
+
+
+class RunOut(BaseModel):
+    """A run as the API returns it, with its ingestion counts."""
+
+    id: int
+    project: str
+    name: str
+    config: dict[str, Any]
+    tags: list[str]
+    created_at: datetime
+    num_rollouts: int = 0
+    num_steps: int = 0
+    last_step: int | None = None
+
+
+class RolloutBatch(BaseModel):
+    """Body of ``POST /api/v1/runs/{run_id}/rollouts``.
+
+    ``complete_steps`` lists steps the client has finished sending: the worker may
+    score them at once instead of waiting for a newer step or the idle timeout.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rollouts: list[Rollout] = Field(default_factory=list)
+    complete_steps: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+
+
+class IngestResult(BaseModel):
+    """What a rollout batch did: how many were new, how many were already stored."""
+
+    accepted: int = Field(description="Rollouts stored by this request.")
+    duplicates: int = Field(description="Rollouts already stored (same rollout_id); skipped.")
+    duplicate_rollout_ids: list[str] = Field(
+        default_factory=list, description="Up to 100 of the skipped rollout ids."
+    )
+    steps: list[int] = Field(default_factory=list, description="Steps this batch touched.")
+
+
+class MetricPoint(BaseModel):
+    """One metric value of one step. ``value`` is null when the metric is undefined
+    for that step (for example responsiveness with a single state)."""
+
+    step: int
+    name: str
+    value: float | None
+    representation: str | None = None
+
+
+class MetricSeries(BaseModel):
+    """A run's metric series, ordered by step."""
+
+    run_id: int
+    run: str
+    points: list[MetricPoint]
+
+
+class AlertOut(BaseModel):
+    """An alert raised by a detector for a run."""
+
+    id: int
+    run_id: int
+    rule: str
+    severity: str
+    state: str
+    step_fired: int
+    step_resolved: int | None = None
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
