@@ -15,8 +15,12 @@ url = config.get_main_option("sqlalchemy.url") or get_settings().resolved_databa
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=url, target_metadata=target_metadata, literal_binds=True,
-                      render_as_batch=url.startswith("sqlite"))
+    context.configure(
+        url=url,
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=url.startswith("sqlite"),
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
 
 
 def migrations_dir() -> Path:
@@ -39,3 +42,15 @@ def upgrade(url: str, revision: str = "head") -> None:
 def downgrade(url: str, revision: str) -> None:
     """Take the database at ``url`` back to ``revision`` ("base" drops everything)."""
     command.downgrade(alembic_config(url), revision)
+
+
+def is_at_head(url: str) -> bool:
+    """Whether the database at ``url`` is at the newest revision (False if never migrated)."""
+    heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            current = set(MigrationContext.configure(conn).get_current_heads())
+    finally:
+        engine.dispose()
+    return current == heads

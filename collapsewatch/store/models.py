@@ -116,6 +116,7 @@ class Step(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
+    num_rollouts: Mapped[int] = mapped_column(Integer, default=0)
     dirty: Mapped[bool] = mapped_column(Boolean, default=True)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_rollout_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

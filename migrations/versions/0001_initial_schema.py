@@ -102,6 +102,7 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('run_id', sa.Integer(), nullable=False),
     sa.Column('step', sa.Integer(), nullable=False),
+    sa.Column('num_rollouts', sa.Integer(), nullable=False),
     sa.Column('dirty', sa.Boolean(), nullable=False),
     sa.Column('completed_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('last_rollout_at', sa.DateTime(timezone=True), nullable=False),

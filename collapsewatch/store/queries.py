@@ -1,0 +1,539 @@
+"""Query functions over the store. Each takes the session as a keyword argument.
+
+Bulk writes go through one inserter per table (``INSERT … ON CONFLICT``, executed as
+multi-row VALUES by SQLAlchemy's insertmanyvalues), never a loop of ``session.add``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Insert, and_, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, aliased
+
+from collapsewatch.schema import IngestResult, MetricPoint, Rollout, RunOut, Turn
+from collapsewatch.store.models import (
+    AlertRow,
+    MetricPointRow,
+    Project,
+    RolloutRow,
+    Run,
+    Step,
+    TurnRow,
+    utcnow,
+)
+
+
+def _insert(session: Session, table: Any) -> Insert:
+    """A dialect-specific INSERT that supports ON CONFLICT (PostgreSQL or SQLite)."""
+    name = session.get_bind().dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table)
+    if name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"unsupported database dialect: {name}")
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+def get_or_create_run(
+    *, session: Session, project: Project, name: str, config: dict[str, Any], tags: list[str]
+) -> tuple[Run, bool]:
+    """The run ``name`` of ``project``, created if missing; returns (run, created).
+
+    A concurrent create of the same name is resolved by the unique constraint: the
+    loser reads the winner's row. An existing run keeps its first config and tags.
+    """
+    stmt = (
+        _insert(session, Run)
+        .values(
+            project_id=project.id,
+            name=name,
+            config=config,
+            tags=tags,
+            created_at=utcnow(),
+            updated_at=utcnow(),
+        )
+        .on_conflict_do_nothing(index_elements=["project_id", "name"])
+        .returning(Run.id)
+    )
+    created_id = session.execute(stmt).scalar_one_or_none()
+    run = session.scalar(select(Run).where(Run.project_id == project.id, Run.name == name))
+    assert run is not None
+    return run, created_id is not None
+
+
+def get_run(*, session: Session, project: Project, run_id: int) -> Run | None:
+    """The run with ``run_id`` if it belongs to ``project`` (else None: no leaking ids)."""
+    return session.scalar(select(Run).where(Run.id == run_id, Run.project_id == project.id))
+
+
+def list_runs(*, session: Session, project: Project, name: str | None = None) -> list[RunOut]:
+    """The project's runs, newest first, with rollout and step counts and the last step."""
+    counts = (
+        select(
+            Step.run_id,
+            func.coalesce(func.sum(Step.num_rollouts), 0).label("num_rollouts"),
+            func.count(Step.id).label("num_steps"),
+            func.max(Step.step).label("last_step"),
+        )
+        .where(Step.num_rollouts > 0)
+        .group_by(Step.run_id)
+        .subquery()
+    )
+    stmt = (
+        select(Run, counts.c.num_rollouts, counts.c.num_steps, counts.c.last_step)
+        .outerjoin(counts, counts.c.run_id == Run.id)
+        .where(Run.project_id == project.id)
+        .order_by(Run.created_at.desc(), Run.id.desc())
+    )
+    if name is not None:
+        stmt = stmt.where(Run.name == name)
+    out = []
+    for run, n_rollouts, n_steps, last_step in session.execute(stmt):
+        out.append(_run_out(run, project, n_rollouts or 0, n_steps or 0, last_step))
+    return out
+
+
+def run_out(*, session: Session, project: Project, run: Run) -> RunOut:
+    """One run with its counts."""
+    n_rollouts, n_steps, last_step = session.execute(
+        select(
+            func.coalesce(func.sum(Step.num_rollouts), 0),
+            func.count(Step.id),
+            func.max(Step.step),
+        ).where(Step.run_id == run.id, Step.num_rollouts > 0)
+    ).one()
+    return _run_out(run, project, n_rollouts, n_steps, last_step)
+
+
+def _run_out(run: Run, project: Project, n_rollouts: int, n_steps: int, last: int | None) -> RunOut:
+    return RunOut(
+        id=run.id,
+        project=project.name,
+        name=run.name,
+        config=run.config or {},
+        tags=list(run.tags or []),
+        created_at=run.created_at,
+        num_rollouts=int(n_rollouts),
+        num_steps=int(n_steps),
+        last_step=last,
+    )
+
+
+# -- ingestion ------------------------------------------------------------------------
+
+
+def _rollout_row(run_id: int, r: Rollout, now: datetime) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "rollout_id": r.rollout_id,
+        "step": r.step,
+        "env_id": r.env_id,
+        "state_id": r.state_id,
+        "reward": r.reward,
+        "success": r.success,
+        "num_turns": len(r.turns),
+        "metadata": r.metadata,
+        "created_at": now,
+    }
+
+
+def _turn_row(rollout_pk: int, t: Turn) -> dict[str, Any]:
+    return {
+        "rollout_pk": rollout_pk,
+        "index": t.index,
+        "observation": t.observation,
+        "reasoning": t.reasoning,
+        "action": t.action,
+        "reward": t.reward,
+        "done": t.done,
+        "token_entropy": t.token_entropy,
+        "num_tokens": t.num_tokens,
+        "logprob": t.logprob,
+        "valid_format": t.valid_format,
+    }
+
+
+def ingest_rollouts(
+    *,
+    session: Session,
+    run: Run,
+    rollouts: Sequence[Rollout],
+    complete_steps: Iterable[int] = (),
+    now: datetime | None = None,
+) -> IngestResult:
+    """Store a batch of rollouts and their turns; skip rollout ids already stored.
+
+    Idempotent on (run, rollout_id): a retried batch inserts nothing twice. Steps that
+    received new rollouts are marked dirty (to be scored), and steps in
+    ``complete_steps`` are marked complete. Runs in the caller's transaction.
+    """
+    now = now or utcnow()
+    inserted: dict[str, int] = {}
+    if rollouts:
+        rows = [_rollout_row(run.id, r, now) for r in rollouts]
+        # The ORM attribute is ``metadata_``; the column is "metadata".
+        stmt = (
+            _insert(session, RolloutRow.__table__)
+            .on_conflict_do_nothing(index_elements=["run_id", "rollout_id"])
+            .returning(RolloutRow.__table__.c.id, RolloutRow.__table__.c.rollout_id)
+        )
+        for pk, rid in session.execute(stmt, rows):
+            inserted[rid] = pk
+    turn_rows = [
+        _turn_row(inserted[r.rollout_id], t)
+        for r in rollouts
+        if r.rollout_id in inserted
+        for t in r.turns
+    ]
+    if turn_rows:
+        session.execute(_insert(session, TurnRow.__table__), turn_rows)
+
+    new_per_step: dict[int, int] = {}
+    for r in rollouts:
+        if r.rollout_id in inserted:
+            new_per_step[r.step] = new_per_step.get(r.step, 0) + 1
+    if new_per_step:
+        ins = _insert(session, Step.__table__)
+        stmt = ins.on_conflict_do_update(
+            index_elements=["run_id", "step"],
+            set_={
+                "dirty": True,
+                "last_rollout_at": ins.excluded.last_rollout_at,
+                "num_rollouts": Step.__table__.c.num_rollouts + ins.excluded.num_rollouts,
+            },
+        )
+        session.execute(
+            stmt,
+            [
+                {
+                    "run_id": run.id,
+                    "step": s,
+                    "num_rollouts": n,
+                    "dirty": True,
+                    "last_rollout_at": now,
+                    "score_count": 0,
+                }
+                for s, n in sorted(new_per_step.items())
+            ],
+        )
+    complete = sorted(set(complete_steps))
+    if complete:
+        mark_steps_complete(session=session, run=run, steps=complete, now=now)
+    if inserted:
+        session.execute(update(Run).where(Run.id == run.id).values(updated_at=now))
+
+    duplicates = [r.rollout_id for r in rollouts if r.rollout_id not in inserted]
+    return IngestResult(
+        accepted=len(inserted),
+        duplicates=len(duplicates),
+        duplicate_rollout_ids=duplicates[:100],
+        steps=sorted({r.step for r in rollouts} | set(complete)),
+    )
+
+
+def mark_steps_complete(
+    *, session: Session, run: Run, steps: Sequence[int], now: datetime | None = None
+) -> None:
+    """Mark steps as fully sent, so the worker scores them without waiting."""
+    now = now or utcnow()
+    ins = _insert(session, Step.__table__)
+    stmt = ins.on_conflict_do_update(
+        index_elements=["run_id", "step"], set_={"completed_at": ins.excluded.completed_at}
+    )
+    session.execute(
+        stmt,
+        [
+            {
+                "run_id": run.id,
+                "step": s,
+                "num_rollouts": 0,
+                "dirty": False,
+                "completed_at": now,
+                "last_rollout_at": now,
+                "score_count": 0,
+            }
+            for s in steps
+        ],
+    )
+
+
+# -- worker: claims -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's lease on one (run, step); ``token`` fences its final write."""
+
+    step_pk: int
+    run_id: int
+    step: int
+    token: str
+
+
+def _ready_clause(now: datetime, idle_seconds: float) -> Any:
+    newer = aliased(Step)
+    has_newer = (
+        select(newer.id)
+        .where(newer.run_id == Step.run_id, newer.step > Step.step, newer.num_rollouts > 0)
+        .exists()
+    )
+    unclaimed = or_(Step.claim_token.is_(None), Step.claim_expires_at < now)
+    settled = or_(
+        Step.completed_at.is_not(None),
+        Step.last_rollout_at < now - timedelta(seconds=idle_seconds),
+        has_newer,
+    )
+    abandoned = and_(Step.claim_token.is_not(None), Step.claim_expires_at < now)
+    return or_(and_(Step.dirty.is_(True), unclaimed, settled), abandoned)
+
+
+def claim_step(
+    *,
+    session: Session,
+    worker_id: str,
+    token: str,
+    idle_seconds: float,
+    lease_seconds: float,
+    now: datetime | None = None,
+) -> Claim | None:
+    """Claim one step that is ready to score, or return None.
+
+    Ready: new rollouts since the last scoring, and the step is settled (marked
+    complete, idle for ``idle_seconds``, or a newer step of the run has rollouts); or
+    a claim whose lease expired (its worker died). On PostgreSQL the candidate row is
+    locked with ``FOR UPDATE SKIP LOCKED`` so concurrent workers pick different steps;
+    the conditional UPDATE makes the claim safe on SQLite too. Commits.
+    """
+    now = now or utcnow()
+    ready = _ready_clause(now, idle_seconds)
+    candidate = session.execute(
+        select(Step.id, Step.run_id, Step.step)
+        .where(ready)
+        .order_by(Step.run_id, Step.step)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=Step)
+    ).first()
+    if candidate is None:
+        session.rollback()
+        return None
+    step_pk, run_id, step = candidate
+    result = session.execute(
+        update(Step)
+        .where(Step.id == step_pk, ready)
+        .values(
+            claim_token=token,
+            claimed_by=worker_id,
+            dirty=False,
+            claim_expires_at=now + timedelta(seconds=lease_seconds),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        session.rollback()
+        return None
+    session.commit()
+    return Claim(step_pk=step_pk, run_id=run_id, step=step, token=token)
+
+
+def load_step_rollouts(*, session: Session, run_id: int, step: int) -> list[Rollout]:
+    """All rollouts of (run, step) with their turns, in arrival order."""
+    rows = (
+        session.execute(
+            select(RolloutRow)
+            .where(RolloutRow.run_id == run_id, RolloutRow.step == step)
+            .order_by(RolloutRow.id)
+        )
+        .scalars()
+        .all()
+    )
+    if not rows:
+        return []
+    turns: dict[int, list[Turn]] = {r.id: [] for r in rows}
+    pks = list(turns)
+    for chunk_start in range(0, len(pks), 5000):
+        chunk = pks[chunk_start : chunk_start + 5000]
+        for t in session.execute(
+            select(TurnRow)
+            .where(TurnRow.rollout_pk.in_(chunk))
+            .order_by(TurnRow.rollout_pk, TurnRow.index)
+        ).scalars():
+            turns[t.rollout_pk].append(
+                Turn.model_construct(
+                    index=t.index,
+                    observation=t.observation,
+                    reasoning=t.reasoning,
+                    action=t.action,
+                    reward=t.reward,
+                    done=t.done,
+                    token_entropy=t.token_entropy,
+                    num_tokens=t.num_tokens,
+                    logprob=t.logprob,
+                    valid_format=t.valid_format,
+                )
+            )
+    return [
+        Rollout.model_construct(
+            rollout_id=r.rollout_id,
+            step=r.step,
+            env_id=r.env_id,
+            state_id=r.state_id,
+            reward=r.reward,
+            success=r.success,
+            turns=turns[r.id],
+            metadata=r.metadata_,
+        )
+        for r in rows
+    ]
+
+
+def finish_step(
+    *,
+    session: Session,
+    claim: Claim,
+    metrics: dict[str, float | None],
+    representation: str | None,
+    now: datetime | None = None,
+) -> bool:
+    """Write a step's metric points and release the claim, if the claim still holds.
+
+    Returns False (and writes nothing) when another worker took the claim over after
+    this one's lease expired: the fencing token no longer matches. Commits.
+    """
+    now = now or utcnow()
+    released = session.execute(
+        update(Step)
+        .where(Step.id == claim.step_pk, Step.claim_token == claim.token)
+        .values(
+            claim_token=None,
+            claimed_by=None,
+            claim_expires_at=None,
+            scored_at=now,
+            score_count=Step.score_count + 1,
+            last_error=None,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if released.rowcount != 1:
+        session.rollback()
+        return False
+    write_metric_points(
+        session=session,
+        run_id=claim.run_id,
+        step=claim.step,
+        metrics=metrics,
+        representation=representation,
+        now=now,
+    )
+    session.commit()
+    return True
+
+
+def fail_step(*, session: Session, claim: Claim, error: str) -> None:
+    """Release a claim whose scoring raised; the step waits for new rollouts. Commits."""
+    session.execute(
+        update(Step)
+        .where(Step.id == claim.step_pk, Step.claim_token == claim.token)
+        .values(claim_token=None, claimed_by=None, claim_expires_at=None, last_error=error[:2000])
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+
+
+# -- metrics --------------------------------------------------------------------------
+
+
+def write_metric_points(
+    *,
+    session: Session,
+    run_id: int,
+    step: int,
+    metrics: dict[str, float | None],
+    representation: str | None,
+    now: datetime | None = None,
+) -> None:
+    """Replace the named metric points of (run, step) with ``metrics``."""
+    if not metrics:
+        return
+    now = now or utcnow()
+    session.execute(
+        delete(MetricPointRow).where(
+            MetricPointRow.run_id == run_id,
+            MetricPointRow.step == step,
+            MetricPointRow.name.in_(list(metrics)),
+        )
+    )
+    session.execute(
+        _insert(session, MetricPointRow.__table__),
+        [
+            {
+                "run_id": run_id,
+                "step": step,
+                "name": name,
+                "value": value,
+                "representation": representation,
+                "created_at": now,
+            }
+            for name, value in metrics.items()
+        ],
+    )
+
+
+def metric_series(
+    *,
+    session: Session,
+    run_id: int,
+    names: Sequence[str] | None = None,
+    since_step: int | None = None,
+) -> list[MetricPoint]:
+    """A run's metric points ordered by (name, step); optionally some names, from a step."""
+    stmt = select(
+        MetricPointRow.step,
+        MetricPointRow.name,
+        MetricPointRow.value,
+        MetricPointRow.representation,
+    ).where(MetricPointRow.run_id == run_id)
+    if names:
+        stmt = stmt.where(MetricPointRow.name.in_(list(names)))
+    if since_step is not None:
+        stmt = stmt.where(MetricPointRow.step >= since_step)
+    stmt = stmt.order_by(MetricPointRow.name, MetricPointRow.step)
+    return [
+        MetricPoint(step=s, name=n, value=v, representation=rep)
+        for s, n, v, rep in session.execute(stmt)
+    ]
+
+
+def step_status(*, session: Session, run_id: int) -> list[dict[str, Any]]:
+    """Per-step ingestion and scoring state of a run, ordered by step."""
+    rows = session.execute(select(Step).where(Step.run_id == run_id).order_by(Step.step)).scalars()
+    return [
+        {
+            "step": s.step,
+            "num_rollouts": s.num_rollouts,
+            "complete": s.completed_at is not None,
+            "scored": s.scored_at is not None and not s.dirty and s.claim_token is None,
+            "scored_at": s.scored_at,
+            "pending": s.dirty or s.claim_token is not None,
+            "score_count": s.score_count,
+            "last_error": s.last_error,
+        }
+        for s in rows
+    ]
+
+
+def list_alerts(*, session: Session, run_id: int) -> list[AlertRow]:
+    """A run's alerts, newest first."""
+    return list(
+        session.execute(
+            select(AlertRow)
+            .where(AlertRow.run_id == run_id)
+            .order_by(AlertRow.created_at.desc(), AlertRow.id.desc())
+        ).scalars()
+    )
