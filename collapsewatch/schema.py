@@ -15,7 +15,7 @@ import math
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Identifier = Annotated[
     str,
@@ -97,6 +97,46 @@ class Rollout(BaseModel):
         if len(set(indices)) != len(indices):
             raise ValueError("turn indices must be unique within a rollout")
         return turns
+
+
+class CrossScores(BaseModel):
+    """The policy's cross-scores for one step: reasoning i scored under input j.
+
+    ``logprob_sum[i][j] = log p_θ(z_i | x_j)`` summed over the tokens of reasoning z_i
+    (nats), for M rows (``rollout_ids``, rollouts of this step) and N columns
+    (``state_ids``, distinct inputs of this step). ``num_tokens[i]`` is the length of
+    z_i in tokens, so ``logprob_sum[i][j] / num_tokens[i]`` is the per-token variant.
+    Only the trainer, which holds the model, can compute this; it is what RAGEN-2's
+    log-prob mutual-information estimator needs (arXiv 2604.06268, diagnostics).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0)
+    rollout_ids: list[Identifier] = Field(min_length=1, description="Row ids (M).")
+    state_ids: list[Identifier] = Field(min_length=1, description="Column ids (N).")
+    logprob_sum: list[list[float]] = Field(description="M×N summed log-probs (nats, <= 0).")
+    num_tokens: list[Annotated[int, Field(ge=1)]] = Field(description="(M,) tokens per row.")
+
+    @field_validator("logprob_sum")
+    @classmethod
+    def _check_matrix(cls, rows: list[list[float]], info: Any) -> list[list[float]]:
+        for i, row in enumerate(rows):
+            for j, value in enumerate(row):
+                if not math.isfinite(value):
+                    raise ValueError(f"logprob_sum[{i}][{j}] must be finite, got {value!r}")
+        return rows
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> CrossScores:
+        m, n = len(self.rollout_ids), len(self.state_ids)
+        if len(self.logprob_sum) != m or any(len(row) != n for row in self.logprob_sum):
+            raise ValueError(f"logprob_sum must be {m}×{n} (rollout_ids × state_ids)")
+        if len(self.num_tokens) != m:
+            raise ValueError(f"num_tokens must have {m} entries, one per rollout_id")
+        if len(set(self.state_ids)) != n:
+            raise ValueError("state_ids must be distinct")
+        return self
 
 
 class RunCreate(BaseModel):
