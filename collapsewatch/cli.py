@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -70,23 +71,58 @@ def _client_key(settings: Settings) -> str | None:
     return None
 
 
-def _fmt(value: float | None) -> str:
+# Short headers for the one-row-per-step table, so it fits a terminal.
+SHORT_NAMES = {
+    "structure.num_rollouts": "n",
+    "structure.distinct_states": "states",
+    "diversity.token_entropy": "tok_H",
+    "diversity.distinct_2": "dist2",
+    "diversity.within_state": "within",
+    "responsiveness.mi_embed": "MI",
+    "responsiveness.retrieval_embed": "retr",
+    "correctness.reward_mean": "reward",
+    "correctness.success_rate": "succ",
+    "correctness.group_reward_std": "r_std",
+    "correctness.zero_std_fraction": "0std",
+    "correctness.valid_format_rate": "fmt",
+}
+
+
+def _fmt(value: float | None, name: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    if float(value).is_integer() and abs(value) >= 1:
-        return str(int(value))
+    if name.startswith("structure."):
+        return f"{value:g}"
     return f"{value:.3f}"
 
 
 def _step_table(title: str, rows: dict[int, dict[str, float | None]]) -> Table:
+    """Metrics of each step: one column per step when there are few steps (reads well
+    in a narrow terminal), else one row per step."""
     names = [m for m in TABLE_METRICS if any(m in r for r in rows.values())]
-    extra = sorted({n for r in rows.values() for n in r} - set(names))
-    table = Table(title=title, header_style="bold")
+    names += sorted({n for r in rows.values() for n in r} - set(names))
+    steps = sorted(rows)
+    table = Table(
+        title=title, header_style="bold", padding=(0, 1), pad_edge=False, collapse_padding=True
+    )
+    if len(steps) <= 6:
+        table.add_column("metric", overflow="fold")
+        for step in steps:
+            table.add_column(f"step {step}", justify="right")
+        for name in names:
+            table.add_row(name, *(_fmt(rows[s].get(name), name) for s in steps))
+        return table
+    # Columns undefined at every step carry nothing; dropping them helps a narrow terminal.
+    names = [n for n in names if any(rows[s].get(n) is not None for s in steps)]
+    table.box = box.SIMPLE_HEAD
     table.add_column("step", justify="right")
-    for name in names + extra:
-        table.add_column(name.split(".", 1)[-1], justify="right", overflow="fold")
-    for step in sorted(rows):
-        table.add_row(str(step), *(_fmt(rows[step].get(n)) for n in names + extra))
+    for name in names:
+        table.add_column(SHORT_NAMES.get(name, name.split(".", 1)[-1]), justify="right")
+    for step in steps:
+        table.add_row(str(step), *(_fmt(rows[step].get(n), n) for n in names))
+    table.caption = "  ".join(
+        f"{short}={name}" for name, short in SHORT_NAMES.items() if name in names
+    )
     return table
 
 

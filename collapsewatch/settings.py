@@ -83,7 +83,10 @@ class Settings(BaseSettings):
     )
     embed_max_tokens: int = Field(default=128, ge=16, le=512, description="MiniLM truncation.")
     mi_temperature: float = Field(
-        default=0.1, gt=0, description="Kernel temperature of responsiveness.mi_embed."
+        default=0.2,
+        gt=0,
+        description="Kernel temperature of responsiveness.mi_embed (0.2 separated "
+        "state-dependent reasoning from the shuffled null best in our planted tests).",
     )
 
     @field_validator("database_url")

@@ -192,9 +192,7 @@ def _sniff_json_line(line: str, *, path: Path, line_no: int) -> str:
         raise ImportFormatError(
             f"first line is not valid JSON ({exc.msg}); " + _EXPECTED, path=path, line=line_no
         ) from exc
-    if not isinstance(obj, dict):
-        raise ImportFormatError("first line is not a JSON object; " + _EXPECTED, path=path)
-    keys = set(obj)
+    keys = set(obj) if isinstance(obj, dict) else set()
     if keys >= _VERL_KEYS:
         return "verl"
     if keys >= _COLLAPSEWATCH_KEYS:
