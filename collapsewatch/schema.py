@@ -11,6 +11,7 @@ that breaks the format gets HTTP 422 whose ``errors[].loc`` names the field.
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Annotated, Any
@@ -23,9 +24,28 @@ Identifier = Annotated[
 ]
 
 
-def _finite(value: float | None, name: str) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+def _strict_json(value: Any, name: str) -> Any:
+    """Reject NaN/Infinity inside free-form JSON: PostgreSQL's JSON type cannot hold them."""
+    if value is None:
+        return value
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be strict JSON (no NaN or Infinity)") from exc
+    return value
+
+
+def _in_range(
+    value: float | None, name: str, *, low: float | None = None, high: float | None = None
+) -> float | None:
+    """Range check that lets NaN/Inf through: a monitor must see non-finite values the
+    trainer produced (they raise the ``nonfinite`` alert), not reject them."""
+    if value is None or not math.isfinite(value):
+        return value
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
     return value
 
 
@@ -49,20 +69,25 @@ class Turn(BaseModel):
     reward: float = Field(default=0.0, description="Reward the environment gave for this turn.")
     done: bool = Field(default=False, description="True when the episode ended after this turn.")
     token_entropy: float | None = Field(
-        default=None, ge=0, description="Mean per-token entropy of the response (nats)."
+        default=None, description="Mean per-token entropy of the response (nats, >= 0)."
     )
     num_tokens: int | None = Field(default=None, ge=0, description="Response length (tokens).")
     logprob: float | None = Field(
-        default=None, le=0, description="Summed log-probability of the response (nats)."
+        default=None, description="Summed log-probability of the response (nats, <= 0)."
     )
     valid_format: bool | None = Field(
         default=None, description="Whether the response parsed as reasoning + action."
     )
 
-    @field_validator("reward", "token_entropy", "logprob")
+    @field_validator("token_entropy")
     @classmethod
-    def _check_finite(cls, value: float | None, info: Any) -> float | None:
-        return _finite(value, info.field_name)
+    def _check_entropy(cls, value: float | None) -> float | None:
+        return _in_range(value, "token_entropy", low=0.0)
+
+    @field_validator("logprob")
+    @classmethod
+    def _check_logprob(cls, value: float | None) -> float | None:
+        return _in_range(value, "logprob", high=0.0)
 
 
 class Rollout(BaseModel):
@@ -72,6 +97,10 @@ class Rollout(BaseModel):
     idempotency key, so re-sending a rollout stores nothing twice. ``state_id``
     identifies the initial environment state (seed, prompt hash); rollouts with equal
     ``state_id`` at one step form a GRPO group.
+
+    Numbers may be NaN or ±Inf (JSON ``NaN``/``Infinity``): they are stored as sent and
+    counted by ``structure.nonfinite``, because a trainer emitting them is exactly what
+    a monitor must report.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,13 +111,16 @@ class Rollout(BaseModel):
     state_id: Identifier
     reward: float = Field(description="Total return of the trajectory.")
     success: bool | None = Field(default=None, description="Task solved; null if undefined.")
+    truncated: bool | None = Field(
+        default=None, description="The response was cut at the length cap (null: unknown)."
+    )
     turns: list[Turn] = Field(min_length=1, description="The trajectory's turns, in order.")
     metadata: dict[str, Any] | None = Field(default=None, description="Free-form JSON.")
 
-    @field_validator("reward")
+    @field_validator("metadata")
     @classmethod
-    def _check_reward(cls, value: float) -> float:
-        return _finite(value, "reward")  # type: ignore[return-value]
+    def _check_metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _strict_json(value, "metadata")
 
     @field_validator("turns")
     @classmethod
@@ -115,17 +147,11 @@ class CrossScores(BaseModel):
     step: int = Field(ge=0)
     rollout_ids: list[Identifier] = Field(min_length=1, description="Row ids (M).")
     state_ids: list[Identifier] = Field(min_length=1, description="Column ids (N).")
-    logprob_sum: list[list[float]] = Field(description="M×N summed log-probs (nats, <= 0).")
+    logprob_sum: list[list[float]] = Field(
+        description="M×N summed log-probs (nats, <= 0); non-finite entries are counted "
+        "by structure.nonfinite and their rows left out of the log-prob metrics."
+    )
     num_tokens: list[Annotated[int, Field(ge=1)]] = Field(description="(M,) tokens per row.")
-
-    @field_validator("logprob_sum")
-    @classmethod
-    def _check_matrix(cls, rows: list[list[float]], info: Any) -> list[list[float]]:
-        for i, row in enumerate(rows):
-            for j, value in enumerate(row):
-                if not math.isfinite(value):
-                    raise ValueError(f"logprob_sum[{i}][{j}] must be finite, got {value!r}")
-        return rows
 
     @model_validator(mode="after")
     def _check_shape(self) -> CrossScores:
@@ -147,6 +173,11 @@ class RunCreate(BaseModel):
     name: Identifier
     config: dict[str, Any] = Field(default_factory=dict, description="Trainer settings (JSON).")
     tags: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list)
+
+    @field_validator("config")
+    @classmethod
+    def _check_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _strict_json(value, "config")
 
 
 class RunOut(BaseModel):

@@ -6,6 +6,7 @@ metric_point, alert. Names follow the wire format (collapsewatch.schema).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -57,6 +59,35 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
+
+
+class IEEEFloat(TypeDecorator[float]):
+    """A double that keeps NaN and ±Inf on every backend.
+
+    PostgreSQL's float8 stores them natively. SQLite turns a bound NaN into NULL, so NaN
+    is written as the text 'NaN' (SQLite keeps text that is not a number as text in a
+    REAL column) and read back as ``float('nan')``.
+    """
+
+    impl = Float
+    cache_ok = True
+
+    def bind_processor(self, dialect: Any) -> Any:
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        # Replaces the whole chain: Float's own processor would turn 'NaN' back into nan.
+        def process(value: float | None) -> Any:
+            if value is not None and math.isnan(value):
+                return "NaN"
+            return value
+
+        return process
+
+    def process_result_value(self, value: Any, dialect: Any) -> float | None:
+        if value is None:
+            return None
+        return float(value)
 
 
 class Base(DeclarativeBase):
@@ -141,8 +172,9 @@ class RolloutRow(Base):
     step: Mapped[int] = mapped_column(Integer)
     env_id: Mapped[str] = mapped_column(String(256))
     state_id: Mapped[str] = mapped_column(String(256))
-    reward: Mapped[float] = mapped_column(Float)
+    reward: Mapped[float] = mapped_column(IEEEFloat)
     success: Mapped[bool | None] = mapped_column(Boolean)
+    truncated: Mapped[bool | None] = mapped_column(Boolean)
     num_turns: Mapped[int] = mapped_column(Integer)
     metadata_: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -158,11 +190,11 @@ class TurnRow(Base):
     observation: Mapped[str] = mapped_column(Text, default="")
     reasoning: Mapped[str] = mapped_column(Text, default="")
     action: Mapped[str] = mapped_column(Text, default="")
-    reward: Mapped[float] = mapped_column(Float, default=0.0)
+    reward: Mapped[float] = mapped_column(IEEEFloat, default=0.0)
     done: Mapped[bool] = mapped_column(Boolean, default=False)
-    token_entropy: Mapped[float | None] = mapped_column(Float)
+    token_entropy: Mapped[float | None] = mapped_column(IEEEFloat)
     num_tokens: Mapped[int | None] = mapped_column(Integer)
-    logprob: Mapped[float | None] = mapped_column(Float)
+    logprob: Mapped[float | None] = mapped_column(IEEEFloat)
     valid_format: Mapped[bool | None] = mapped_column(Boolean)
 
 
@@ -184,9 +216,38 @@ class MetricPointRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class CrossScoreRow(Base):
+    """A step's cross-score matrix (see :class:`collapsewatch.schema.CrossScores`).
+
+    The M×N matrix is stored as little-endian float64 bytes (row-major), which keeps
+    NaN/Inf and is ~8 bytes per entry instead of JSON text.
+    """
+
+    __tablename__ = "cross_score"
+    __table_args__ = (UniqueConstraint("run_id", "step", name="uq_cross_score_run_step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    rollout_ids: Mapped[list[Any]] = mapped_column(JSON)
+    state_ids: Mapped[list[Any]] = mapped_column(JSON)
+    num_tokens: Mapped[list[Any]] = mapped_column(JSON)
+    logprob_sum: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class AlertRow(Base):
+    """One episode of trouble: fired at ``step_fired``, resolved at ``step_resolved``.
+
+    Unique per (run, rule, step_fired), so two workers replaying the same series
+    cannot store the same alert twice.
+    """
+
     __tablename__ = "alert"
-    __table_args__ = (Index("ix_alert_run_rule", "run_id", "rule"),)
+    __table_args__ = (
+        Index("ix_alert_run_rule", "run_id", "rule"),
+        UniqueConstraint("run_id", "rule", "step_fired", name="uq_alert_run_rule_step"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))

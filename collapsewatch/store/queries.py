@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Insert, and_, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, aliased
 
-from collapsewatch.schema import IngestResult, MetricPoint, Rollout, RunOut, Turn
+from collapsewatch.schema import CrossScores, IngestResult, MetricPoint, Rollout, RunOut, Turn
 from collapsewatch.store.models import (
     AlertRow,
+    CrossScoreRow,
     MetricPointRow,
     Project,
     RolloutRow,
@@ -261,6 +263,66 @@ def mark_steps_complete(
             }
             for s in steps
         ],
+    )
+
+
+def store_cross_scores(
+    *, session: Session, run: Run, cross_scores: CrossScores, now: datetime | None = None
+) -> None:
+    """Store (or replace) a step's cross-score matrix and mark the step for rescoring.
+
+    The matrix may arrive before or after the step's rollouts; scoring aligns it with
+    the rollouts by id.
+    """
+    now = now or utcnow()
+    matrix = np.asarray(cross_scores.logprob_sum, dtype="<f8")
+    values = {
+        "run_id": run.id,
+        "step": cross_scores.step,
+        "rollout_ids": cross_scores.rollout_ids,
+        "state_ids": cross_scores.state_ids,
+        "num_tokens": cross_scores.num_tokens,
+        "logprob_sum": matrix.tobytes(),
+        "created_at": now,
+    }
+    ins = _insert(session, CrossScoreRow.__table__)
+    session.execute(
+        ins.values(values).on_conflict_do_update(
+            index_elements=["run_id", "step"],
+            set_={
+                k: ins.excluded[k]
+                for k in ("rollout_ids", "state_ids", "num_tokens", "logprob_sum", "created_at")
+            },
+        )
+    )
+    ins = _insert(session, Step.__table__)
+    session.execute(
+        ins.values(
+            run_id=run.id,
+            step=cross_scores.step,
+            num_rollouts=0,
+            dirty=True,
+            last_rollout_at=now,
+            score_count=0,
+        ).on_conflict_do_update(index_elements=["run_id", "step"], set_={"dirty": True})
+    )
+
+
+def load_cross_scores(*, session: Session, run_id: int, step: int) -> CrossScores | None:
+    """The stored cross-score matrix of (run, step), or None."""
+    row = session.scalar(
+        select(CrossScoreRow).where(CrossScoreRow.run_id == run_id, CrossScoreRow.step == step)
+    )
+    if row is None:
+        return None
+    m, n = len(row.rollout_ids), len(row.state_ids)
+    matrix = np.frombuffer(row.logprob_sum, dtype="<f8").reshape(m, n)
+    return CrossScores.model_construct(
+        step=step,
+        rollout_ids=list(row.rollout_ids),
+        state_ids=list(row.state_ids),
+        logprob_sum=matrix.tolist(),
+        num_tokens=list(row.num_tokens),
     )
 
 

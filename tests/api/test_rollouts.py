@@ -63,10 +63,16 @@ BAD_INPUTS = [
     ),
     ("negative step", {"rollouts": [rollout("neg", step=-1)]}, 422, "rollouts.0.step"),
     (
-        "non-finite reward",
-        {"rollouts": [rollout("nan", reward=float("inf"))]},
+        "NaN in metadata",
+        {"rollouts": [rollout("m", metadata={"x": float("nan")})]},
         422,
-        "rollouts.0.reward",
+        "rollouts.0.metadata",
+    ),
+    (
+        "entropy below 0",
+        {"rollouts": [rollout("h", turns=[{"index": 0, "token_entropy": -1}])]},
+        422,
+        "rollouts.0.turns.0.token_entropy",
     ),
     ("empty turns", {"rollouts": [rollout("e", turns=[])]}, 422, "rollouts.0.turns"),
     (
@@ -175,3 +181,72 @@ def test_unknown_run_is_404(http: httpx.Client) -> None:
     assert resp.status_code == 404
     assert "Run 999999 not found" in resp.json()["detail"]
     assert http.get("/api/v1/runs/999999/metrics").status_code == 404
+
+
+def test_non_finite_numbers_are_stored_as_sent(http: httpx.Client, run_id: int, server) -> None:
+    """NaN/Inf from a trainer are data for the nonfinite detector, not a 422."""
+    import json
+    import math
+
+    from collapsewatch.store import queries
+    from collapsewatch.store.engine import make_engine, make_sessionmaker
+
+    body = {
+        "rollouts": [
+            rollout(
+                "nan-1",
+                step=5,
+                reward=float("nan"),
+                turns=[
+                    {
+                        "index": 0,
+                        "reasoning": "z",
+                        "token_entropy": float("inf"),
+                        "logprob": float("-inf"),
+                        "reward": float("nan"),
+                    }
+                ],
+            )
+        ]
+    }
+    resp = http.post(
+        f"/api/v1/runs/{run_id}/rollouts",
+        content=json.dumps(body),
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status_code == 200, resp.text
+    engine = make_engine(server.settings.resolved_database_url)
+    with make_sessionmaker(engine)() as session:
+        (stored,) = queries.load_step_rollouts(session=session, run_id=run_id, step=5)
+    engine.dispose()
+    assert math.isnan(stored.reward)
+    turn = stored.turns[0]
+    assert math.isnan(turn.reward)
+    assert turn.token_entropy == math.inf
+    assert turn.logprob == -math.inf
+
+
+def test_cross_scores_round_trip(http: httpx.Client, run_id: int, server) -> None:
+    from collapsewatch.store import queries
+    from collapsewatch.store.engine import make_engine, make_sessionmaker
+
+    body = {
+        "step": 1,
+        "rollout_ids": ["a", "b", "c"],
+        "state_ids": ["x", "y"],
+        "logprob_sum": [[-1.0, -2.5], [-3.0, -0.5], [-7.25, -7.0]],
+        "num_tokens": [2, 4, 5],
+    }
+    assert http.post(f"/api/v1/runs/{run_id}/cross-scores", json=body).status_code == 204
+    body["logprob_sum"][0][0] = -1.5  # re-posting a step replaces its matrix
+    assert http.post(f"/api/v1/runs/{run_id}/cross-scores", json=body).status_code == 204
+    bad = dict(body, num_tokens=[2, 4])
+    resp = http.post(f"/api/v1/runs/{run_id}/cross-scores", json=bad)
+    assert resp.status_code == 422
+    assert "num_tokens must have 3 entries" in resp.json()["detail"]
+    engine = make_engine(server.settings.resolved_database_url)
+    with make_sessionmaker(engine)() as session:
+        cs = queries.load_cross_scores(session=session, run_id=run_id, step=1)
+    engine.dispose()
+    assert cs.logprob_sum == [[-1.5, -2.5], [-3.0, -0.5], [-7.25, -7.0]]
+    assert (cs.rollout_ids, cs.state_ids, cs.num_tokens) == (["a", "b", "c"], ["x", "y"], [2, 4, 5])

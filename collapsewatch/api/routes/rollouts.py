@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from collapsewatch.api.deps import RunDep, SessionDep, SettingsDep
-from collapsewatch.schema import IngestResult, RolloutBatch
+from collapsewatch.schema import CrossScores, IngestResult, RolloutBatch
 from collapsewatch.settings import Settings
 from collapsewatch.store import queries
 
@@ -80,5 +80,27 @@ def complete_step(
 ) -> Response:
     """Mark a step as fully sent: the worker scores it without waiting for more."""
     queries.mark_steps_complete(session=session, run=run, steps=[step])
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/cross-scores", status_code=status.HTTP_204_NO_CONTENT)
+def post_cross_scores(
+    body: CrossScores, run: RunDep, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """Store a step's cross-score matrix log p(z_i | x_j) (replaces an earlier one for
+    the same step) and queue the step for rescoring with the log-prob metrics."""
+    if len(body.rollout_ids) > settings.max_batch_rollouts:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "rollout_ids"),
+                    "type": "too_long",
+                    "msg": f"{len(body.rollout_ids)} rows; the limit is "
+                    f"{settings.max_batch_rollouts} (COLLAPSEWATCH_MAX_BATCH_ROLLOUTS)",
+                }
+            ]
+        )
+    queries.store_cross_scores(session=session, run=run, cross_scores=body)
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
