@@ -6,7 +6,9 @@ times, in the same process:
 - ``score_step(..., representation="tfidf")`` and the bare TF-IDF ``fit_transform`` of
   the same texts;
 - ``score_step(..., representation="minilm")`` and the bare MiniLM encode of the same
-  stratified sample (model load timed apart, it happens once per process).
+  stratified sample (model load timed apart, it happens once per process);
+- the parts that the copy-aware and Vendi metrics add (TF-IDF): masking the copied
+  tokens, the second TF-IDF fit on the masked texts, and the Vendi eigen-decomposition.
 
 It prints rollouts/s and the ratio of ``score_step`` to the bare representation: the
 share of the step's scoring time that is not the embedding itself.
@@ -31,10 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from collapsewatch.metrics import diversity, masking, responsiveness
 from collapsewatch.metrics import representation as rep
-from collapsewatch.metrics import responsiveness
 from collapsewatch.schema import Rollout, Turn
-from collapsewatch.scoring import rollout_text, score_step
+from collapsewatch.scoring import masked_segments, rollout_text, score_step
 
 DEFAULT_PATH = Path("/work/shared/data/verl_gsm8k_tool/step2.jsonl")
 
@@ -111,6 +113,18 @@ def main() -> None:
     t_score, tfidf_score = timed(lambda: score_step(rollouts, **kw), args.repeat)
     t_bare, _ = timed(lambda: rep.tfidf(texts), args.repeat)
     report("tfidf", n, t_score, t_bare, n)
+    keep = masking.shared_tokens({r.state_id: r.turns[0].observation for r in rollouts}.values())
+    t_mask, masked = timed(
+        lambda: ["\n".join(masked_segments(r, keep)) for r in rollouts], args.repeat
+    )
+    t_fit2, _ = timed(lambda: rep.tfidf(masked), args.repeat)
+    embeddings = rep.tfidf(texts)
+    t_vendi, _ = timed(lambda: diversity.vendi(embeddings), args.repeat)
+    print(
+        f"        of which: copy masking {t_mask * 1e3:.1f} ms, masked TF-IDF fit "
+        f"{t_fit2 * 1e3:.1f} ms, Vendi {t_vendi * 1e3:.1f} ms "
+        f"({sum(a != b for a, b in zip(masked, texts, strict=True))} of {n} texts changed)"
+    )
 
     minilm_score = None
     if not args.skip_minilm:

@@ -17,7 +17,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from collapsewatch.alerts.cli import alerts_app
 from collapsewatch.settings import Settings
+from dashboard.cli import dashboard as dashboard_command
 
 app = typer.Typer(
     help="collapsewatch: watch RL training runs of LLM agents for template collapse.\n\n"
@@ -31,6 +33,7 @@ db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_he
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
+app.add_typer(alerts_app, name="alerts")
 
 console = Console()
 err = Console(stderr=True)
@@ -151,12 +154,16 @@ def score(
         str | None, typer.Option(help="Text representation: tfidf (default) or minilm.")
     ] = None,
 ) -> None:
-    """Score a rollout log offline (no server): per-step metrics as a table or JSON.
+    """Score a rollout log offline (no server): per-step metrics and alerts.
 
-    With --json each line is {"step": S, "metrics": {name: value}}; a value is null
-    where the metric is undefined for that step.
+    With --json each step is one line {"step": S, "metrics": {name: value}} (null where
+    a metric is undefined for that step), followed by one line per alert state change
+    the detectors raise: {"alert": RULE, "step": S, "state": "firing"|"resolved",
+    "severity": ..., "message": ..., "evidence": {...}}.
     """
+    from collapsewatch.detect import replay
     from collapsewatch.scoring import score_steps
+    from collapsewatch.worker import EXAMPLE_RULES
 
     settings = _settings(representation=representation)
     rollouts = _load(file, format)
@@ -170,16 +177,56 @@ def score(
         embed_max_tokens=settings.embed_max_tokens,
         mi_temperature=settings.mi_temperature,
     )
+    rows = _with_series_metrics({s.step: dict(s.metrics) for s in scores})
+    events = [e.to_json() for e in replay(rows)]
+    for event in events:
+        if event["state"] == "firing" and event["alert"] in EXAMPLE_RULES:
+            event["evidence"]["examples"] = _examples(rollouts, event["step"])
     if as_json:
         for s in scores:
-            print(
-                json.dumps(
-                    {"step": s.step, "metrics": s.metrics, "representation": s.representation}
-                )
-            )
+            line = {"step": s.step, "metrics": rows[s.step], "representation": s.representation}
+            print(json.dumps(line))
+        for event in events:
+            print(json.dumps(event))
         return
-    rows = {s.step: s.metrics for s in scores}
     console.print(_step_table(f"{file.name}: {len(rollouts)} rollouts, {len(rows)} steps", rows))
+    _print_alerts(events)
+
+
+def _with_series_metrics(
+    rows: dict[int, dict[str, float | None]],
+) -> dict[int, dict[str, float | None]]:
+    """Add the metrics that depend on earlier steps (EMA z-score), as the worker does."""
+    from collapsewatch.metrics.series import series_metrics
+
+    for step, derived in series_metrics(rows).items():
+        rows[step].update(derived)
+    return rows
+
+
+def _examples(rollouts: list[Any], step: int) -> list[dict[str, str]]:
+    from collapsewatch.detect import template_examples
+
+    return template_examples([r for r in rollouts if r.step == step])
+
+
+def _print_alerts(events: list[dict[str, Any]]) -> None:
+    if not events:
+        console.print("No alerts.")
+        return
+    table = Table(title="Alerts", header_style="bold")
+    for col in ("step", "alert", "state", "severity", "message"):
+        table.add_column(col, overflow="fold")
+    for e in events:
+        color = "red" if e["state"] == "firing" else "green"
+        table.add_row(
+            str(e["step"]),
+            e["alert"],
+            f"[{color}]{e['state']}[/{color}]",
+            e["severity"],
+            e["message"],
+        )
+    console.print(table)
 
 
 # -- serving --------------------------------------------------------------------------
@@ -199,8 +246,11 @@ def up(
         ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Scoring worker threads.")] = 1,
+    dashboard: Annotated[
+        bool, typer.Option(help="Serve the dashboard too (COLLAPSEWATCH_DASHBOARD_HOST/PORT).")
+    ] = True,
 ) -> None:
-    """Run API + worker in one process on the embedded SQLite default.
+    """Run API + worker (+ dashboard) in one process on the embedded SQLite default.
 
     Set DATABASE_URL to use PostgreSQL instead. On first start a local API key is
     generated, printed, and saved to <data-dir>/api_key for local clients.
@@ -209,10 +259,12 @@ def up(
 
     settings = _settings(host=host, port=port, data_dir=data_dir, api_key=api_key)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    server = EmbeddedServer(settings, workers=workers, log_level="info")
+    server = EmbeddedServer(settings, workers=workers, log_level="info", dashboard=dashboard)
     server.start()
     db = settings.resolved_database_url.split("@")[-1]
     console.print(f"[bold green]collapsewatch[/bold green] API on {server.url}  (database: {db})")
+    if server.dashboard_url:
+        console.print(f"dashboard on {server.dashboard_url}")
     if server.key_generated:
         console.print(
             f"API key (project '{settings.project}'): [bold]{server.api_key}[/bold]"
@@ -339,7 +391,7 @@ def import_(
     console.print(
         f"run '{run}': {stats.sent} rollouts sent, {stats.sent - stats.duplicates} new, "
         f"{stats.duplicates} already stored, {stats.spooled} spooled, "
-        f"{stats.dropped_invalid + stats.dropped_full} dropped"
+        f"{stats.dropped_invalid + stats.dropped_full + stats.dropped_rejected} dropped"
     )
     if not delivered or stats.failed_batches or stats.spooled:
         err.print(
@@ -475,6 +527,9 @@ def quickstart(
     console.print(
         "Done. `collapsewatch up` serves this database again; `collapsewatch metrics RUN` reads it."
     )
+
+
+app.command("dashboard")(dashboard_command)
 
 
 def main() -> None:  # pragma: no cover

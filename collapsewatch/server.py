@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 
@@ -83,8 +84,11 @@ class EmbeddedServer:
         workers: int = 1,
         start_timeout: float = 30.0,
         log_level: str = "warning",
+        dashboard: bool = False,
     ) -> None:
         self.settings = settings
+        self.dashboard = dashboard
+        self._dashboard: Any = None
         self.workers = workers
         self.start_timeout = start_timeout
         self.log_level = log_level
@@ -97,6 +101,11 @@ class EmbeddedServer:
     @property
     def url(self) -> str:
         return f"http://{self.settings.host}:{self.settings.port}"
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The dashboard's URL when it is served (``dashboard=True``), else None."""
+        return self._dashboard.url if self._dashboard is not None else None
 
     def start(self) -> EmbeddedServer:
         from collapsewatch.api.app import create_app
@@ -126,6 +135,16 @@ class EmbeddedServer:
             )
             t.start()
             self._threads.append(t)
+        if self.dashboard:
+            from dashboard.server import DashboardServer
+
+            self._dashboard = DashboardServer(self.settings, factory=app.state.sessionmaker)
+            try:
+                self._dashboard.start()
+            except OSError as exc:  # port taken: say so instead of a half-started server
+                url, self._dashboard = self._dashboard.url, None
+                self.stop()
+                raise RuntimeError(f"dashboard could not listen on {url}: {exc}") from exc
         deadline = time.monotonic() + self.start_timeout
         while not self._server.started:
             if time.monotonic() > deadline or not thread.is_alive():
@@ -145,6 +164,9 @@ class EmbeddedServer:
             self.stop()
 
     def stop(self) -> None:
+        if self._dashboard is not None:
+            self._dashboard.stop()
+            self._dashboard = None
         self._stop.set()
         if self._server is not None:
             self._server.should_exit = True

@@ -114,3 +114,37 @@ def test_up_import_matches_score_and_is_idempotent(
             assert got[name] is None, name
         else:
             assert got[name] == pytest.approx(expected, rel=1e-6, abs=1e-9), name
+
+
+def _score_alerts(path: Path) -> list[dict]:
+    result = runner.invoke(app, ["score", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return [r for r in rows if "alert" in r]
+
+
+@pytest.mark.slow
+def test_served_alerts_match_offline_score_on_format_collapse(db_url: str, tmp_path: Path) -> None:
+    path = shared_data() / "trl_vqa" / "format_collapse_r2.rollout_results.md"
+    offline = _score_alerts(path)
+    fired = [(a["alert"], a["step"]) for a in offline if a["state"] == "firing"]
+    assert ("format_collapse", 12) in fired
+    assert not any(rule == "template_collapse" for rule, _ in fired)
+    with EmbeddedServer(make_settings(db_url, tmp_path)) as srv:
+        args = ["--run", "fc", "--url", srv.url, "--api-key", srv.api_key, "--wait"]
+        result = runner.invoke(app, ["import", str(path), *args])
+        assert result.exit_code == 0, result.output
+        headers = {"Authorization": f"Bearer {srv.api_key}"}
+        run_id = httpx.get(f"{srv.url}/api/v1/runs", headers=headers).json()[0]["id"]
+        # The worker replays after each step; give the last replay a moment to commit.
+        deadline = __import__("time").monotonic() + 30
+        while True:
+            alerts = httpx.get(f"{srv.url}/api/v1/runs/{run_id}/alerts", headers=headers).json()
+            if len(alerts) >= len(fired) or __import__("time").monotonic() > deadline:
+                break
+            __import__("time").sleep(0.2)
+    served = sorted((a["rule"], a["step_fired"]) for a in alerts)
+    assert served == sorted(fired)
+    by_rule = {a["rule"]: a for a in alerts}
+    assert by_rule["format_collapse"]["severity"] == "critical"
+    assert by_rule["format_collapse"]["evidence"]["metric"] == "correctness.valid_format_rate"

@@ -3,6 +3,10 @@
 RAGEN-2 (arXiv 2604.06268) tracks success and the within-group reward spread: GRPO's
 advantage is the reward minus its group mean, so a group whose rewards are all equal
 carries no gradient, and a collapse of the group reward std is its early-stop trigger.
+
+Non-finite rewards (NaN, ±Inf: the wire format accepts them so that a monitor sees
+them) are left out of every function here, as if the rollout had not been sent; they
+are counted by ``structure.nonfinite``. A group keeps its finite members.
 """
 
 from __future__ import annotations
@@ -20,10 +24,7 @@ _EQUAL_RTOL = 1e-9
 
 
 def _rewards(rewards: ArrayLike) -> NDArray[np.float64]:
-    r = np.asarray(rewards, dtype=np.float64).reshape(-1)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("rewards must be finite")
-    return r
+    return np.asarray(rewards, dtype=np.float64).reshape(-1)
 
 
 def _groups_of_two_or_more(
@@ -32,7 +33,9 @@ def _groups_of_two_or_more(
     r = _rewards(rewards)
     if len(groups) != len(r):
         raise ValueError(f"rewards has {len(r)} entries but groups has {len(groups)}")
-    codes, n = group_codes(groups)
+    finite = np.isfinite(r)
+    codes, n = group_codes([g for g, f in zip(groups, finite, strict=True) if f])
+    r = r[finite]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(n + 1))
     members = (r[order[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
@@ -50,12 +53,15 @@ def reward_mean(rewards: ArrayLike) -> float | None:
     """Mean total return of the step's rollouts.
 
     Args:
-        rewards: ``(M,)`` float, one total return per rollout (the environment's units).
+        rewards: ``(M,)`` float, one total return per rollout (the environment's units);
+            NaN and ±Inf entries are left out.
 
     Returns:
-        The mean, or None when M = 0. Source: DESIGN.md §4 (correctness).
+        The mean of the finite rewards, or None when there is none.
+        Source: DESIGN.md §4 (correctness).
     """
     r = _rewards(rewards)
+    r = r[np.isfinite(r)]
     return float(r.mean()) if r.size else None
 
 
@@ -92,7 +98,7 @@ def group_reward_std(
     """Mean over GRPO groups of the Bessel-corrected std of rollout reward in the group.
 
     Args:
-        rewards: ``(M,)`` float total returns.
+        rewards: ``(M,)`` float total returns (non-finite ones left out).
         groups: ``(M,)`` state ids; rollouts with equal id form a group.
 
     Returns:
@@ -114,7 +120,7 @@ def zero_std_fraction(
     """Share of GRPO groups whose rewards are all equal (no learning signal).
 
     Args:
-        rewards: ``(M,)`` float total returns.
+        rewards: ``(M,)`` float total returns (non-finite ones left out).
         groups: ``(M,)`` state ids; rollouts with equal id form a group.
 
     Returns:

@@ -7,17 +7,23 @@ responsiveness metrics fall.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Hashable, Sequence
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 from numpy.typing import NDArray
+from threadpoolctl import threadpool_limits
 
 from .representation import Embeddings, unit_rows
 from .structure import group_codes
 
 _WORD = re.compile(r"\w+")
+# Vendi: above this many rows a seeded random subsample is scored (the eigen-
+# decomposition is cubic in min(rows, dims): 0.1 s at 1,024 rows, about 1 s at 2,048).
+_VENDI_MAX_ROWS = 2048
 
 
 def distinct_n(texts: Sequence[str], n: int) -> float | None:
@@ -112,13 +118,14 @@ def token_entropy(
 
     Args:
         entropies: ``(T,)`` mean entropy per token of each turn (nats), None where the
-            trainer did not report it.
+            trainer did not report it. NaN and ±Inf are left out like None (they are
+            counted by ``structure.nonfinite``).
         num_tokens: optional ``(T,)`` response lengths (tokens). When every reporting
             turn also gives its length, turns are weighted by it (a token-level mean);
             otherwise turns count equally.
 
     Returns:
-        Entropy in nats/token (>= 0); None when no turn reports an entropy, or when the
+        Entropy in nats/token (>= 0); None when no turn reports a finite entropy, or when the
         weights are used and sum to zero tokens. Source: RAGEN-2 (arXiv 2604.06268),
         the token entropy that entropy-based monitoring tracks; DESIGN.md §4.
     """
@@ -127,14 +134,148 @@ def token_entropy(
     rows = [
         (h, None if num_tokens is None else num_tokens[i])
         for i, h in enumerate(entropies)
-        if h is not None
+        if h is not None and math.isfinite(h)
     ]
     if not rows:
         return None
     h = np.array([r[0] for r in rows], dtype=np.float64)
-    if not np.all(np.isfinite(h)):
-        raise ValueError("entropies must be finite")
     if all(r[1] is not None for r in rows):
         w = np.array([r[1] for r in rows], dtype=np.float64)
         return float(np.dot(h, w) / w.sum()) if w.sum() > 0 else None
     return float(h.mean())
+
+
+def vendi(
+    embeddings: Embeddings, *, max_rows: int = _VENDI_MAX_ROWS, seed: int = 0
+) -> float | None:
+    """Vendi score of the step's reasoning: the effective number of distinct texts.
+
+    ``VS = exp(-sum_k lambda_k log lambda_k)`` with lambda_k the eigenvalues of K / n,
+    K the n x n cosine-similarity kernel of the rows (K_ii = 1, so the eigenvalues sum
+    to 1). Computed from whichever of K = E E^T (n x n) and E^T E (d x d) is smaller:
+    they share their non-zero eigenvalues. The eigenvalues come from a float32
+    symmetric solver (LAPACK ``syevr``, one BLAS thread), which moved the score by
+    under 1e-6 relative on the real verl step (1,024 TF-IDF rows: 494.2; 0.1 s on an
+    idle machine against 0.25 s in float64).
+
+    Args:
+        embeddings: ``(M, D)`` dense or scipy sparse representations; zero rows (empty
+            text) are left out, so n = the number of non-empty texts.
+        max_rows: above this many non-empty rows, a uniform random subsample of this
+            size (``seed``) is scored instead, to bound the cost; the value is then
+            that of the subsample (Vendi grows with n, so compare steps of like size).
+        seed: seed of that subsample.
+
+    Returns:
+        A number in [1, n]: 1 when every text is the same (or all parallel), n when the
+        texts are pairwise orthogonal (no shared word, with TF-IDF). None when no row
+        is non-empty. Unitless ("effective count"). Source: Friedman & Dieng 2023,
+        "The Vendi Score: A Diversity Evaluation Metric for Machine Learning" (TMLR),
+        order q = 1.
+    """
+    e, _ = unit_rows(embeddings)
+    n, d = e.shape
+    if n == 0:
+        return None
+    if n > max_rows:
+        rows = np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))
+        e, n = e[rows], max_rows
+    k = e @ e.T if n <= d else e.T @ e
+    k = k.toarray() if sp.issparse(k) else np.asarray(k)
+    # One BLAS thread: on a shared machine (or beside other scoring threads) the
+    # threaded solver spun for 1-8 s on the verl step where one thread took 0.3 s.
+    with threadpool_limits(limits=1, user_api="blas"):
+        lam = sla.eigh(k.astype(np.float32) / n, eigvals_only=True, driver="evr")
+    lam = lam.astype(np.float64)
+    # Below the solver's rounding (the usual rank tolerance), an eigenvalue is 0.
+    lam = lam[lam > lam.max() * k.shape[0] * np.finfo(np.float32).eps]
+    lam = lam / lam.sum()
+    return float(np.exp(-np.sum(lam * np.log(lam))))
+
+
+def char_entropies(texts: Sequence[str]) -> NDArray[np.float64]:
+    """Character entropy of each text: ``-sum_c p_c log p_c`` over its characters.
+
+    Args:
+        texts: ``(M,)`` strings.
+
+    Returns:
+        ``(K,)`` float, nats per character, one per non-empty text (empty texts are
+        left out): 0 for "aaaa", log 2 for "abab", about 2.9-3.1 for English prose.
+        Bounded by log(length), so texts of a few characters score low whatever they
+        say. Source: Shannon 1948 (entropy of a symbol distribution); issue 3.
+    """
+    out = np.empty(len(texts), dtype=np.float64)
+    k = 0
+    for text in texts:
+        if not text:
+            continue
+        # One code point per uint32; np.unique is faster than a Counter on long texts.
+        _, counts = np.unique(
+            np.frombuffer(text.encode("utf-32-le"), np.uint32), return_counts=True
+        )
+        p = counts / len(text)
+        out[k] = max(0.0, -float(np.dot(p, np.log(p))))
+        k += 1
+    return out[:k]
+
+
+def char_entropy(texts: Sequence[str]) -> float | None:
+    """Mean per-sample character entropy of the step's reasoning texts.
+
+    Degenerate decoding ("!!!!!!!!", "Peeeeeeeee", one token repeated) has a character
+    entropy near 0 while ordinary text sits near 3 nats, and this needs no model and
+    no history, so it moves on the first step the degeneration appears.
+
+    Args:
+        texts: ``(M,)`` strings, one per rollout.
+
+    Returns:
+        Nats per character (>= 0), the mean of :func:`char_entropies`; None when every
+        text is empty. Source: issue 3 (``diversity.char_entropy``).
+    """
+    h = char_entropies(texts)
+    return float(h.mean()) if h.size else None
+
+
+def char_entropy_min(texts: Sequence[str], *, min_chars: int = 32) -> float | None:
+    """Lowest character entropy among the step's reasoning texts of some length.
+
+    The mean (:func:`char_entropy`) moves by only h/M when one rollout in M
+    degenerates; the minimum shows that one at once (near 0), which is what a
+    degenerate-text detector wants on the first step. Texts shorter than ``min_chars``
+    are left out: a text of L characters cannot exceed log L nats, so short, normal
+    answers would read as degenerate (on the real verl GSM8K step, "#### 7" scores
+    0.87 and is the minimum over all texts; over texts of >= 32 characters the minimum
+    is 2.65), while degenerate decoding runs long.
+
+    Args:
+        texts: ``(M,)`` strings, one per rollout.
+        min_chars: shortest text considered (characters).
+
+    Returns:
+        Nats per character (>= 0); None when no text has ``min_chars`` characters.
+        Source: issue 3 (``diversity.char_entropy``).
+    """
+    h = char_entropies([t for t in texts if len(t) >= min_chars])
+    return float(h.min()) if h.size else None
+
+
+def char_entropy_stats(
+    texts: Sequence[str], *, min_chars: int = 32
+) -> tuple[float | None, float | None]:
+    """:func:`char_entropy` and :func:`char_entropy_min` from one pass over the texts.
+
+    Args:
+        texts: ``(M,)`` strings, one per rollout.
+        min_chars: shortest text the minimum considers.
+
+    Returns:
+        ``(mean, min)`` as the two functions return them (nats per character).
+    """
+    nonempty = [t for t in texts if t]
+    h = char_entropies(nonempty)
+    long_enough = np.array([len(t) >= min_chars for t in nonempty], dtype=bool)
+    mean = float(h.mean()) if h.size else None
+    low = float(h[long_enough].min()) if long_enough.any() else None
+    return mean, low

@@ -7,7 +7,8 @@ Two representations, chosen by the ``representation`` setting:
   paraphrases with no words in common look unrelated. It is the default because it
   is cheap enough to score every rollout of every step. Measured on 2 cores, on the
   real verl GSM8K step (1,024 rollouts, reasoning about 1,000 characters each): the
-  TF-IDF fit takes 0.2 s and the whole ``score_step`` 0.4 s, whereas all-MiniLM-L6-v2
+  TF-IDF fit takes 0.2 s and the whole ``score_step`` 0.4 s (about twice that with the
+  copy-masked variants, which fit a second representation), whereas all-MiniLM-L6-v2
   runs at about 40-48 texts/s at 128 tokens and 20 texts/s at 256 tokens, i.e.
   25-50 s to embed such a step (5.3 s for the 256-text sample below).
 - ``minilm``: sentence-transformers all-MiniLM-L6-v2 (384 dims, unit norm), semantic,

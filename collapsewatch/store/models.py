@@ -260,3 +260,95 @@ class AlertRow(Base):
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+# -- alert delivery (migration 0003) ---------------------------------------------------
+
+
+class AlertSinkRow(Base):
+    """A place a project's alerts are sent: a Slack incoming webhook or a signed webhook.
+
+    ``secret`` is the ``whsec_…`` signing secret of a webhook sink (never returned by the
+    API after creation). ``rules`` (null: every rule) and ``min_severity`` filter which
+    alerts reach the sink.
+    """
+
+    __tablename__ = "alert_sink"
+    __table_args__ = (UniqueConstraint("project_id", "name", name="uq_alert_sink_project_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str | None] = mapped_column(Text)
+    rules: Mapped[list[Any] | None] = mapped_column(JSON)
+    min_severity: Mapped[str] = mapped_column(String(16), default="warning")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProjectDetectorOverrides(Base):
+    """Per-project overrides of detector thresholds: ``{DetectorSettings field: number}``."""
+
+    __tablename__ = "project_detector_overrides"
+
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("project.id", ondelete="CASCADE"), primary_key=True
+    )
+    overrides: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AlertDeliveryRow(Base):
+    """The outbox: one message for one alert state change to one sink.
+
+    ``idempotency_key`` is the webhook-id the receiver sees; it is derived from
+    (alert, transition, sink) and unique, so enqueuing a state change twice stores one
+    row and sends one message. ``sink_key`` names the sink: ``sink:<id>`` for a sink
+    configured through the API, ``env:slack`` / ``env:webhook`` for one from settings.
+    ``payload`` is the notification as it was when the state changed, so retries send
+    the same body.
+    """
+
+    __tablename__ = "alert_delivery"
+    __table_args__ = (
+        UniqueConstraint("idempotency_key", name="uq_alert_delivery_idempotency_key"),
+        Index("ix_alert_delivery_due", "status", "next_attempt_at"),
+        Index("ix_alert_delivery_alert", "alert_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
+    transition: Mapped[str] = mapped_column(String(16))
+    sink_key: Mapped[str] = mapped_column(String(64))
+    sink_id: Mapped[int | None] = mapped_column(
+        ForeignKey("alert_sink.id", ondelete="SET NULL"), nullable=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AlertDeliveryAttemptRow(Base):
+    """The delivery log: one row per HTTP attempt of a delivery, whatever its outcome."""
+
+    __tablename__ = "alert_delivery_attempt"
+    __table_args__ = (Index("ix_alert_delivery_attempt_delivery", "delivery_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(ForeignKey("alert_delivery.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)

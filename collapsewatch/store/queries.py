@@ -462,11 +462,13 @@ def finish_step(
     metrics: dict[str, float | None],
     representation: str | None,
     now: datetime | None = None,
+    commit: bool = True,
 ) -> bool:
     """Write a step's metric points and release the claim, if the claim still holds.
 
     Returns False (and writes nothing) when another worker took the claim over after
-    this one's lease expired: the fencing token no longer matches. Commits.
+    this one's lease expired: the fencing token no longer matches. Commits unless
+    ``commit`` is False (the worker then evaluates alerts in the same transaction).
     """
     now = now or utcnow()
     released = session.execute(
@@ -493,7 +495,8 @@ def finish_step(
         representation=representation,
         now=now,
     )
-    session.commit()
+    if commit:
+        session.commit()
     return True
 
 
@@ -599,3 +602,124 @@ def list_alerts(*, session: Session, run_id: int) -> list[AlertRow]:
             .order_by(AlertRow.created_at.desc(), AlertRow.id.desc())
         ).scalars()
     )
+
+
+# -- alerts ---------------------------------------------------------------------------
+
+
+def settled_last_step(*, session: Session, run_id: int) -> int | None:
+    """The last step of the run's settled prefix: it and every earlier step with
+    rollouts are scored and not waiting for a rescore (None if no step is)."""
+    last = None
+    for step, num_rollouts, dirty, token, scored_at in session.execute(
+        select(Step.step, Step.num_rollouts, Step.dirty, Step.claim_token, Step.scored_at)
+        .where(Step.run_id == run_id)
+        .order_by(Step.step)
+    ):
+        if num_rollouts == 0:
+            continue
+        if dirty or token is not None or scored_at is None:
+            break
+        last = step
+    return last
+
+
+def settled_series(*, session: Session, run_id: int) -> dict[int, dict[str, float | None]]:
+    """The run's metrics for its settled prefix of steps: ``{step: {name: value}}``.
+
+    Detectors read only this prefix (:func:`settled_last_step`), so they never evaluate a
+    step before the steps that come before it (several workers may score out of order).
+    """
+    last = settled_last_step(session=session, run_id=run_id)
+    if last is None:
+        return {}
+    series: dict[int, dict[str, float | None]] = {}
+    for step, name, value in session.execute(
+        select(MetricPointRow.step, MetricPointRow.name, MetricPointRow.value).where(
+            MetricPointRow.run_id == run_id, MetricPointRow.step <= last
+        )
+    ):
+        series.setdefault(step, {})[name] = value
+    return series
+
+
+@dataclass(frozen=True)
+class AlertChange:
+    """A stored alert's state change that sinks must hear about."""
+
+    alert_id: int
+    transition: str
+    rule: str
+    step: int
+
+
+def record_alert_events(
+    *, session: Session, run_id: int, events: Iterable[Any], now: datetime | None = None
+) -> list[AlertChange]:
+    """Store replayed alert events; return only the changes not stored before.
+
+    ``events`` are :class:`collapsewatch.detect.AlertEvent` in replay order (a firing
+    event, then possibly its resolve, per rule). Replaying the same series again changes
+    nothing: a firing event inserts with ``ON CONFLICT DO NOTHING`` on (run, rule,
+    step_fired), and a resolve updates only an alert still firing. Does not commit.
+    """
+    now = now or utcnow()
+    changes: list[AlertChange] = []
+    open_episode: dict[str, int] = {}
+    for ev in events:
+        if ev.state == "firing":
+            open_episode[ev.rule] = ev.step
+            stmt = (
+                _insert(session, AlertRow.__table__)
+                .values(
+                    run_id=run_id,
+                    rule=ev.rule,
+                    severity=ev.severity,
+                    state="firing",
+                    step_fired=ev.step,
+                    message=ev.message,
+                    evidence=ev.evidence,
+                    created_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["run_id", "rule", "step_fired"])
+                .returning(AlertRow.__table__.c.id)
+            )
+            alert_id = session.execute(stmt).scalar_one_or_none()
+            if alert_id is not None:
+                changes.append(AlertChange(alert_id, "firing", ev.rule, ev.step))
+        elif ev.state == "resolved" and ev.rule in open_episode:
+            fired = open_episode.pop(ev.rule)
+            alert_id = session.execute(
+                update(AlertRow)
+                .where(
+                    AlertRow.run_id == run_id,
+                    AlertRow.rule == ev.rule,
+                    AlertRow.step_fired == fired,
+                    AlertRow.state == "firing",
+                )
+                .values(state="resolved", step_resolved=ev.step, resolved_at=now)
+                .returning(AlertRow.id)
+                .execution_options(synchronize_session=False)
+            ).scalar_one_or_none()
+            if alert_id is not None:
+                changes.append(AlertChange(alert_id, "resolved", ev.rule, ev.step))
+    return changes
+
+
+def add_alert_evidence(*, session: Session, alert_id: int, extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into an alert's evidence (e.g. example rollouts)."""
+    alert = session.get(AlertRow, alert_id)
+    if alert is not None:
+        alert.evidence = {**(alert.evidence or {}), **extra}
+
+
+def detector_overrides(*, session: Session, run_id: int) -> dict[str, Any]:
+    """The detector-threshold overrides of the run's project (empty if none)."""
+    from collapsewatch.store.models import ProjectDetectorOverrides
+
+    row = session.execute(
+        select(ProjectDetectorOverrides.overrides)
+        .join(Run, Run.project_id == ProjectDetectorOverrides.project_id)
+        .where(Run.id == run_id)
+    ).scalar_one_or_none()
+    return dict(row or {})

@@ -74,3 +74,96 @@ def restating_step(states: int = 8, per_state: int = 8, seed: int = 0) -> list[R
 def constant_step(states: int = 8, per_state: int = 8) -> list[Rollout]:
     """Every rollout reasons with the same text."""
     return _step([[CONSTANT] * per_state for _ in range(states)])
+
+
+# --- grid navigation: copy-aware responsiveness ------------------------------------
+# Each state is (position, goal) on a 10 x 10 grid. The observation lists the legal
+# moves, as agent environments do: those words occur in every state's observation.
+
+MOVES_LINE = "Legal moves: up, down, left, right."
+
+SLOT_TEMPLATES = [
+    "I am at ({r},{c}) and the goal is at ({r2},{c2}), so I move right.",
+    "Given that I am at ({r},{c}) with the goal at ({r2},{c2}), going up is best.",
+]
+
+HONEST_PHRASINGS = [
+    "The goal is {dr} rows {vd} and {dc} columns {hd}, so my plan is {plan}.",
+    "I need {dr} moves {vd} and {dc} moves {hd}; I start with {first}: {plan}.",
+    "I am at ({r},{c}) and the goal is at ({r2},{c2}), so I go {plan}.",
+    "Plan: {plan}. That is {dr} {vd} then {dc} {hd}.",
+]
+
+
+def grid_states(states: int = 8, seed: int = 0) -> list[tuple[int, int, int, int]]:
+    """``states`` (r, c, r2, c2) with distinct offsets (|r2 - r|, |c2 - c|, directions):
+    two states with the same offsets would get the same honest plan, which no
+    measure could tell apart."""
+    rng = random.Random(seed)
+    out: list[tuple[int, int, int, int]] = []
+    signatures: set[tuple[int, int, bool, bool]] = set()
+    while len(out) < states:
+        r, c, r2, c2 = (rng.randrange(10) for _ in range(4))
+        sig = (abs(r2 - r), abs(c2 - c), r2 > r, c2 > c)
+        if sig[0] == 0 or sig[1] == 0 or sig in signatures:
+            continue
+        signatures.add(sig)
+        out.append((r, c, r2, c2))
+    return out
+
+
+def grid_observation(state: tuple[int, int, int, int]) -> str:
+    r, c, r2, c2 = state
+    return f"You are at ({r},{c}). The goal is at ({r2},{c2}). {MOVES_LINE}"
+
+
+def _grid_step(texts: list[list[str]], grid: list[tuple[int, int, int, int]]) -> list[Rollout]:
+    return [
+        Rollout(
+            rollout_id=f"s{s}-r{k}",
+            step=0,
+            state_id=f"grid-{s}",
+            reward=float(k % 2),
+            turns=[Turn(index=0, observation=grid_observation(grid[s]), reasoning=t, action="x")],
+        )
+        for s, group in enumerate(texts)
+        for k, t in enumerate(group)
+    ]
+
+
+def slot_template_step(
+    states: int = 8, per_state: int = 8, seed: int = 0, templates: int = 2
+) -> list[Rollout]:
+    """A collapsed template that copies the state's coordinates into fixed slots; the
+    conclusion is one of ``templates`` fixed sentences drawn regardless of state."""
+    rng = random.Random(seed)
+    grid = grid_states(states, seed)
+    texts = [
+        [
+            rng.choice(SLOT_TEMPLATES[:templates]).format(r=r, c=c, r2=r2, c2=c2)
+            for _ in range(per_state)
+        ]
+        for r, c, r2, c2 in grid
+    ]
+    return _grid_step(texts, grid)
+
+
+def honest_grid_step(states: int = 8, per_state: int = 8, seed: int = 0) -> list[Rollout]:
+    """State-dependent reasoning that derives its conclusion (offsets, directions, the
+    plan of moves) from the state, in a random phrasing; one phrasing in four also
+    restates the coordinates. Derived numbers may equal a coordinate by chance."""
+    rng = random.Random(seed)
+    grid = grid_states(states, seed)
+    texts = []
+    for r, c, r2, c2 in grid:
+        vd, hd = ("down" if r2 > r else "up"), ("right" if c2 > c else "left")
+        dr, dc = abs(r2 - r), abs(c2 - c)
+        moves = [vd] * dr + [hd] * dc if dr >= dc else [hd] * dc + [vd] * dr
+        fields = {"r": r, "c": c, "r2": r2, "c2": c2, "dr": dr, "dc": dc, "vd": vd, "hd": hd}
+        texts.append(
+            [
+                rng.choice(HONEST_PHRASINGS).format(**fields, first=moves[0], plan=" ".join(moves))
+                for _ in range(per_state)
+            ]
+        )
+    return _grid_step(texts, grid)

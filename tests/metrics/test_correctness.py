@@ -59,5 +59,22 @@ def test_group_metrics_undefined_without_a_pair() -> None:
 def test_bad_input_raises() -> None:
     with pytest.raises(ValueError, match="groups"):
         correctness.group_reward_std([1.0, 2.0], ["a"])
-    with pytest.raises(ValueError, match="finite"):
-        correctness.reward_mean([1.0, float("nan")])
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def test_nonfinite_rewards_are_left_out() -> None:
+    # The wire format accepts NaN/Inf (structure.nonfinite counts them); the metrics
+    # must neither raise nor return NaN: they drop those rollouts.
+    assert correctness.reward_mean([1.0, NAN, 3.0, -INF]) == 2.0
+    assert correctness.reward_mean([NAN, INF]) is None
+    # a: [1, NaN, 3] -> [1, 3], std sqrt(2); b: [0, Inf] -> [0], a group of one, left out
+    rewards = [1.0, NAN, 3.0, 0.0, INF]
+    groups = ["a", "a", "a", "b", "b"]
+    assert correctness.group_reward_std(rewards, groups) == pytest.approx(math.sqrt(2))
+    # a varies; c: [2, NaN, 2] -> flat -> 1 of 2 groups
+    rewards = [1.0, 3.0, 2.0, NAN, 2.0]
+    groups = ["a", "a", "c", "c", "c"]
+    assert correctness.zero_std_fraction(rewards, groups) == 0.5
+    assert correctness.zero_std_fraction([NAN, 1.0], ["a", "a"]) is None

@@ -166,3 +166,129 @@ def test_mi_embed_is_deterministic_and_checks_arguments() -> None:
         resp.mi_embed(e, groups, temperature=0.0)
     with pytest.raises(ValueError, match="groups"):
         resp.mi_embed(e, groups[:-1])
+
+
+# --- log-prob cross-score metrics: one 4 x 4 case worked by hand ------------------------
+# A_ij = ln p_ij (per token), rows own columns 0, 1, 2, 3:
+#   row 0: p = (1/2, 1/4, 1/8, 1/8)    sum 1    own 1/2
+#   row 1: p = (1/8, 1/4, 1/16, 1/16)  sum 1/2  own 1/4
+#   row 2: p = (1/4, 1/4, 1/4, 1/4)    sum 1    own 1/4 (tied with all)
+#   row 3: p = (1/2, 1/4, 1/8, 1/8)    sum 1    own 1/8 (tied with column 2)
+# marginal_i = ln(sum_j p_ij) - ln 4 = -2 ln 2, -3 ln 2, -2 ln 2, -2 ln 2
+# matched = -ln 2, -2 ln 2, -2 ln 2, -3 ln 2                mean -2 ln 2
+# cond_entropy = 2 ln 2 = 1.386294; marginal_entropy = 9/4 ln 2 = 1.559581
+# mi = mean(matched - marginal) = (ln 2 + ln 2 + 0 - ln 2) / 4 = ln 2 / 4 = 0.173287
+#    = marginal_entropy - cond_entropy (RAGEN-2's identity)
+# marginal std (ddof 0): deviations from -9/4 ln 2 are (1/4, -3/4, 1/4, 1/4) ln 2 ->
+#    var = (3/16 + 9/16) / 4 ln^2 2 = 3/16 ln^2 2 -> std = sqrt(3)/4 ln 2 = 0.300142
+# z-score = (ln 2 / 4) / (sqrt(3)/4 ln 2 + 1e-3) = 0.173287 / 0.301142 = 0.575433
+# top-1: row 0 hit, row 1 hit, row 2 tied 4 ways (1/4), row 3 has 2 above (0) -> 2.25/4
+# top-2: 1, 1, 2/4, 0 -> 2.5/4;   top-3: 1, 1, 3/4, (3 - 2)/2 = 1/2 -> 3.25/4
+LN2 = math.log(2)
+HAND_P = np.array(
+    [
+        [1 / 2, 1 / 4, 1 / 8, 1 / 8],
+        [1 / 8, 1 / 4, 1 / 16, 1 / 16],
+        [1 / 4, 1 / 4, 1 / 4, 1 / 4],
+        [1 / 2, 1 / 4, 1 / 8, 1 / 8],
+    ]
+)
+HAND_A = np.log(HAND_P)
+HAND_OWN = [0, 1, 2, 3]
+
+
+def test_logprob_metrics_hand_case() -> None:
+    a, own = HAND_A, HAND_OWN
+    np.testing.assert_allclose(
+        resp.marginal_from_scores(a), [-2 * LN2, -3 * LN2, -2 * LN2, -2 * LN2]
+    )
+    assert resp.mi_from_scores(a, own) == pytest.approx(LN2 / 4)
+    assert resp.conditional_entropy_from_scores(a, own) == pytest.approx(2 * LN2)
+    assert resp.marginal_entropy_from_scores(a) == pytest.approx(9 / 4 * LN2)
+    assert resp.marginal_std_from_scores(a) == pytest.approx(math.sqrt(3) / 4 * LN2)
+    z = (LN2 / 4) / (math.sqrt(3) / 4 * LN2 + 1e-3)
+    assert resp.mi_zscore_from_scores(a, own) == pytest.approx(z)
+    assert z == pytest.approx(0.575433, abs=1e-6)
+
+
+def test_retrieval_top_k_hand_case() -> None:
+    acc = {1: 2.25 / 4, 2: 2.5 / 4, 3: 3.25 / 4, 4: 1.0}
+    for k, expected in acc.items():
+        got = resp.retrieval_from_scores(HAND_A, HAND_OWN, k=k, chance_corrected=False)
+        assert got == pytest.approx(expected), k
+    # corrected: (acc - k/4) / (1 - k/4); undefined at k = N (chance is 1)
+    assert resp.retrieval_from_scores(HAND_A, HAND_OWN, k=2) == pytest.approx((0.625 - 0.5) / 0.5)
+    assert resp.retrieval_from_scores(HAND_A, HAND_OWN, k=4) is None
+    assert resp.retrieval_chance(4) == 0.25
+    assert resp.retrieval_chance(4, 3) == 0.75
+    assert resp.retrieval_chance(2, 3) == 1.0
+    assert resp.retrieval_chance(1) is None
+    with pytest.raises(ValueError, match="k"):
+        resp.retrieval_from_scores(HAND_A, HAND_OWN, k=0)
+
+
+def test_zscore_with_equal_marginals_divides_by_eps() -> None:
+    # rows of equal sum: every marginal is -ln 2 (N = 2), std 0 -> MI / 1e-3
+    a = np.log([[0.75, 0.25], [0.25, 0.75]])
+    mi = math.log(0.75) + math.log(2)  # both rows: ln .75 - (ln 1 - ln 2)
+    assert resp.mi_zscore_from_scores(a, [0, 1]) == pytest.approx(mi / 1e-3)
+    assert resp.mi_zscore_from_scores(np.zeros((2, 1)), [0, 0]) is None
+    assert resp.conditional_entropy_from_scores(np.zeros((0, 2)), np.zeros(0, int)) is None
+    assert resp.marginal_entropy_from_scores(np.zeros((0, 2))) is None
+
+
+def test_merge_columns_counts_identical_inputs_once() -> None:
+    # Columns 1 and 2 are the same input (equal scores, as identical inputs give).
+    # Merged: N = 2, row 1 (own column 2) is a top-1 hit instead of a half (tie with 1).
+    a = np.log([[0.6, 0.2, 0.2], [0.1, 0.45, 0.45]])
+    merged, column_of = resp.merge_columns(a, ["x", "y", "y"])
+    assert column_of.tolist() == [0, 1, 1]
+    np.testing.assert_allclose(merged, np.log([[0.6, 0.2], [0.1, 0.45]]))
+    own = column_of[[0, 2]]
+    assert resp.retrieval_from_scores(merged, own, chance_corrected=False) == 1.0
+    assert resp.retrieval_from_scores(a, [0, 2], chance_corrected=False) == 0.75
+    # MI now against log 2: row 0: ln .6 - ln(.4); row 1: ln .45 - ln(.275)
+    mi = (math.log(0.6 / 0.4) + math.log(0.45 / 0.275)) / 2
+    assert resp.mi_from_scores(merged, own) == pytest.approx(mi)
+    # Distinct scores merge as the log of their mean probability.
+    merged, _ = resp.merge_columns(np.log([[0.2, 0.4]]), ["k", "k"])
+    np.testing.assert_allclose(merged, np.log([[0.3]]))
+    unchanged, codes = resp.merge_columns(a, ["x", "y", "z"])
+    assert unchanged is not None and codes.tolist() == [0, 1, 2]
+
+
+# --- action MI ----------------------------------------------------------------------------
+
+
+def test_mutual_information_miller_madow_hand_case() -> None:
+    # states a a b b, actions x y z z:
+    # H(S) = ln 2; H(A) = H(1/4, 1/4, 1/2) = 1.5 ln 2; H(S, A) = 1.5 ln 2 -> plug-in ln 2
+    # Miller-Madow: (m_S + m_A - m_SA - 1) / (2n) = (2 + 3 - 3 - 1) / 8 = 1/8
+    assert resp.mutual_information_mm([0, 0, 1, 1], [0, 1, 2, 2]) == pytest.approx(LN2 + 1 / 8)
+    # independent 2 x 2, all four cells once: plug-in 0, correction (2 + 2 - 4 - 1) / 8
+    assert resp.mutual_information_mm([0, 0, 1, 1], [0, 1, 0, 1]) == pytest.approx(-1 / 8)
+    assert resp.mutual_information_mm([], []) is None
+
+
+def test_action_mi_value_and_permutation_p_value() -> None:
+    groups = ["a", "a", "b", "b"]
+    actions = ["x", "y", "z", "z"]
+    mi, p = resp.action_mi(groups, actions, permutations=3000, seed=1)
+    assert mi == pytest.approx(LN2 + 1 / 8)
+    # A shuffle reaches the observed MI iff both z land in one state: 2 of the 6
+    # placements of the z pair -> p about 1/3 (sd of the estimate 0.009).
+    assert p is not None and abs(p - 1 / 3) < 0.04
+    # 8 states, each with its own action: p is the smallest possible, 1 / (1 + B)
+    g = [s for s in range(8) for _ in range(4)]
+    mi, p = resp.action_mi(g, [f"a{s}" for s in g], permutations=200)
+    assert mi == pytest.approx(math.log(8) + (8 + 8 - 8 - 1) / 64)
+    assert p == pytest.approx(1 / 201)
+    assert resp.action_mi(g, [f"a{s}" for s in g], permutations=200) == (mi, p)  # seeded
+
+
+def test_action_mi_undefined_cases() -> None:
+    assert resp.action_mi(["a", "a"], ["x", "y"]) == (None, None)  # one state
+    assert resp.action_mi(["a", "b"], ["x", "x"]) == (None, None)  # one action
+    assert resp.normalise_action("  Move LEFT \n") == "move left"
+    with pytest.raises(ValueError, match="actions"):
+        resp.action_mi(["a", "b"], ["x"])

@@ -90,9 +90,11 @@ def test_expired_claim_is_taken_over_and_the_stale_worker_is_fenced(store) -> No
             session=session, claim=fresh, metrics={"x": 2.0}, representation="tfidf"
         )
     with factory() as session:
-        values = session.execute(
-            select(MetricPointRow.value).where(MetricPointRow.run_id == run.id)
-        ).scalars().all()
+        values = (
+            session.execute(select(MetricPointRow.value).where(MetricPointRow.run_id == run.id))
+            .scalars()
+            .all()
+        )
         step = session.scalar(select(Step).where(Step.id == fresh.step_pk))
     assert values == [2.0]
     assert step.score_count == 1 and step.claim_token is None and not step.dirty
