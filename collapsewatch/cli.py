@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from collapsewatch.alerts.cli import alerts_app
+from collapsewatch.sdk.integrations.cli import follow_app
 from collapsewatch.settings import Settings
 from dashboard.cli import dashboard as dashboard_command
 
@@ -34,11 +35,15 @@ keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(alerts_app, name="alerts")
+app.add_typer(follow_app, name="follow")
 
 console = Console()
 err = Console(stderr=True)
 
-FORMAT_HELP = "Log format: auto, collapsewatch (our JSONL), verl (rollout_data_dir JSONL), trl-md."
+FORMAT_HELP = (
+    "Log format: auto, collapsewatch (our JSONL), verl (rollout_data_dir JSONL), trl-md, "
+    "chat (chat-messages trajectories)."
+)
 
 # Columns of the step table, in the order of DESIGN.md §4's three dimensions.
 TABLE_METRICS = [

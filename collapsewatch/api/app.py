@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from collapsewatch import __version__
 from collapsewatch.api.errors import install_error_handlers
 from collapsewatch.api.middleware import BodySizeLimit
-from collapsewatch.api.routes import alert_sinks, health, metrics, rollouts, runs
+from collapsewatch.api.routes import alert_sinks, health, metrics, rollouts, runs, trainer_metrics
 from collapsewatch.settings import Settings, get_settings
 from collapsewatch.store.engine import make_engine, make_sessionmaker
 
@@ -40,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = make_sessionmaker(engine)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    for module in (health, runs, rollouts, metrics, alert_sinks):
+    for module in (health, runs, rollouts, metrics, trainer_metrics, alert_sinks):
         app.include_router(module.router)
 
     return app

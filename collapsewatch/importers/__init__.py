@@ -1,6 +1,6 @@
 """Importers: turn training logs written by other trainers into :class:`Rollout` objects.
 
-Three formats are read (``FORMATS``):
+Four formats are read (``FORMATS``):
 
 - ``"collapsewatch"``: our own wire format as JSON Lines, one ``Rollout`` per line
   (:mod:`collapsewatch.importers.jsonl`, which also writes it).
@@ -9,6 +9,8 @@ Three formats are read (``FORMATS``):
   ``{step}.jsonl`` files (:mod:`collapsewatch.importers.verl`).
 - ``"trl-md"``: the Markdown rollout log of a TRL GRPO fork, ``## === Rollout Step N ===``
   headings and ``### Sample k`` sections (:mod:`collapsewatch.importers.trl_md`).
+- ``"chat"``: multi-turn agent trajectories in the chat-messages shape, one
+  ``{"messages": [...], "reward": ...}`` object per line (:mod:`collapsewatch.importers.chat`).
 
 Quickstart::
 
@@ -44,7 +46,7 @@ __all__ = [
     "state_hash",
 ]
 
-FORMATS = ("collapsewatch", "verl", "trl-md")
+FORMATS = ("collapsewatch", "verl", "trl-md", "chat")
 
 # Format name -> module. Imported lazily: the format modules import this package for
 # ImportFormatError and state_hash, so importing them here at the top would be a cycle.
@@ -52,6 +54,7 @@ _MODULES = {
     "collapsewatch": "collapsewatch.importers.jsonl",
     "verl": "collapsewatch.importers.verl",
     "trl-md": "collapsewatch.importers.trl_md",
+    "chat": "collapsewatch.importers.chat",
 }
 
 _EXPECTED = (
@@ -59,10 +62,11 @@ _EXPECTED = (
     "'rollout_id', 'step', 'state_id', 'reward', 'turns'); a verl rollout_data_dir JSON "
     "Lines file (objects with 'input', 'output', 'score', 'step') or a directory of "
     "such '{step}.jsonl' files; a TRL Markdown rollout log with '## === Rollout Step N ==='"
-    " headings"
+    " headings; a JSON Lines file of chat trajectories (objects with 'messages', 'reward')"
 )
 _VERL_KEYS = frozenset({"input", "output", "score"})
 _COLLAPSEWATCH_KEYS = frozenset({"rollout_id", "turns"})
+_CHAT_KEYS = frozenset({"messages"})
 _TRL_STEP_HEADING = re.compile(r"^## === Rollout Step \d+ ===")
 # A first JSON line longer than this is not sniffed (a file with no line breaks).
 _MAX_SNIFF_LINE = 16 * 1024 * 1024
@@ -132,7 +136,8 @@ def detect_format(path: str | Path) -> str:
 
     A directory is a verl ``rollout_data_dir`` if its first ``{step}.jsonl`` file is
     verl. A JSON Lines file is told by the keys of its first non-empty line (``input``,
-    ``output``, ``score``: verl; ``rollout_id``, ``turns``: collapsewatch). A Markdown
+    ``output``, ``score``: verl; ``rollout_id``, ``turns``: collapsewatch; ``messages``:
+    chat). A Markdown
     file is ``trl-md`` when a ``## === Rollout Step N ===`` heading appears in its first
     200 non-empty lines.
 
@@ -197,6 +202,8 @@ def _sniff_json_line(line: str, *, path: Path, line_no: int) -> str:
         return "verl"
     if keys >= _COLLAPSEWATCH_KEYS:
         return "collapsewatch"
+    if keys >= _CHAT_KEYS:
+        return "chat"
     raise ImportFormatError(
         f"JSON object with keys {sorted(keys)} matches no format; " + _EXPECTED,
         path=path,

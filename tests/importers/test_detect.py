@@ -13,7 +13,7 @@ from tests import shared_data as shared_data_module
 
 
 def test_formats() -> None:
-    assert FORMATS == ("collapsewatch", "verl", "trl-md")
+    assert FORMATS == ("collapsewatch", "verl", "trl-md", "chat")
     assert issubclass(ImportFormatError, ValueError)
 
 
