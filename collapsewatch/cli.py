@@ -46,6 +46,8 @@ FORMAT_HELP = (
 )
 
 # Columns of the step table, in the order of DESIGN.md §4's three dimensions.
+# Rows of the few-steps table come first in this order (DESIGN.md §4's three
+# dimensions); the many-steps table shows only the columns of SHORT_NAMES.
 TABLE_METRICS = [
     "structure.num_rollouts",
     "structure.distinct_states",
@@ -54,6 +56,8 @@ TABLE_METRICS = [
     "diversity.within_state",
     "responsiveness.mi_embed",
     "responsiveness.retrieval_embed",
+    "responsiveness.retrieval_embed_masked",
+    "responsiveness.mi_logprob",
     "correctness.reward_mean",
     "correctness.success_rate",
     "correctness.group_reward_std",
@@ -82,15 +86,14 @@ def _client_key(settings: Settings) -> str | None:
 # Short headers for the one-row-per-step table, so it fits a terminal.
 SHORT_NAMES = {
     "structure.num_rollouts": "n",
-    "structure.distinct_states": "states",
+    "structure.distinct_states": "N",
     "diversity.token_entropy": "tok_H",
-    "diversity.distinct_2": "dist2",
     "diversity.within_state": "within",
     "responsiveness.mi_embed": "MI",
-    "responsiveness.retrieval_embed": "retr",
+    "responsiveness.retrieval_embed_masked": "retr_m",
+    "responsiveness.mi_logprob": "MI_lp",
     "correctness.reward_mean": "reward",
     "correctness.success_rate": "succ",
-    "correctness.group_reward_std": "r_std",
     "correctness.zero_std_fraction": "0std",
     "correctness.valid_format_rate": "fmt",
 }
@@ -120,17 +123,17 @@ def _step_table(title: str, rows: dict[int, dict[str, float | None]]) -> Table:
         for name in names:
             table.add_row(name, *(_fmt(rows[s].get(name), name) for s in steps))
         return table
-    # Columns undefined at every step carry nothing; dropping them helps a narrow terminal.
-    names = [n for n in names if any(rows[s].get(n) is not None for s in steps)]
+    # The main columns only, and not those undefined at every step: a terminal is narrow.
+    names = [n for n in SHORT_NAMES if any(rows[s].get(n) is not None for s in steps)]
     table.box = box.SIMPLE_HEAD
     table.add_column("step", justify="right")
     for name in names:
         table.add_column(SHORT_NAMES.get(name, name.split(".", 1)[-1]), justify="right")
     for step in steps:
         table.add_row(str(step), *(_fmt(rows[step].get(n), n) for n in names))
-    table.caption = "  ".join(
-        f"{short}={name}" for name, short in SHORT_NAMES.items() if name in names
-    )
+    legend = "  ".join(f"{short}={name}" for name, short in SHORT_NAMES.items() if name in names)
+    total = len({n for r in rows.values() for n in r})
+    table.caption = f"{legend}\n({len(names)} of {total} metrics; --json prints all)"
     return table
 
 
@@ -215,11 +218,40 @@ def _examples(rollouts: list[Any], step: int) -> list[dict[str, str]]:
     return template_examples([r for r in rollouts if r.step == step])
 
 
-def _print_alerts(events: list[dict[str, Any]]) -> None:
+def _print_served_alerts(settings: Settings, run: str) -> None:
+    """The alerts a server stored for a run, in the offline `score` table's shape."""
+    with _http(settings) as client:
+        run_id = _run_id(client, run)
+        alerts = _get(client, f"/api/v1/runs/{run_id}/alerts")
+    events = []
+    for a in sorted(alerts, key=lambda a: (a["step_fired"], a["rule"])):
+        events.append(
+            {
+                "step": a["step_fired"],
+                "alert": a["rule"],
+                "state": "firing",
+                "severity": a["severity"],
+                "message": a["message"],
+            }
+        )
+        if a["step_resolved"] is not None:
+            events.append(
+                {
+                    "step": a["step_resolved"],
+                    "alert": a["rule"],
+                    "state": "resolved",
+                    "severity": a["severity"],
+                    "message": "",
+                }
+            )
+    _print_alerts(events, title=f"Alerts of '{run}'")
+
+
+def _print_alerts(events: list[dict[str, Any]], title: str = "Alerts") -> None:
     if not events:
         console.print("No alerts.")
         return
-    table = Table(title="Alerts", header_style="bold")
+    table = Table(title=title, header_style="bold")
     for col in ("step", "alert", "state", "severity", "message"):
         table.add_column(col, overflow="fold")
     for e in events:
@@ -529,6 +561,9 @@ def quickstart(
             )
         for run, _ in logs:
             metrics(run, url=server.url, api_key=server.api_key, as_json=False)
+            _print_served_alerts(
+                settings.model_copy(update={"url": server.url, "api_key": server.api_key}), run
+            )
     console.print(
         "Done. `collapsewatch up` serves this database again; `collapsewatch metrics RUN` reads it."
     )
