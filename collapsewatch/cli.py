@@ -20,6 +20,7 @@ from rich.table import Table
 from collapsewatch.alerts.cli import alerts_app
 from collapsewatch.sdk.integrations.cli import follow_app
 from collapsewatch.settings import Settings
+from collapsewatch.trainer.cli import train_command
 from dashboard.cli import dashboard as dashboard_command
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(follow_app, name="follow")
+app.command("train")(train_command)
 
 console = Console()
 err = Console(stderr=True)
