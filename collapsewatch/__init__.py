@@ -47,6 +47,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Client": "collapsewatch.sdk",
     "ClientStats": "collapsewatch.sdk",
+    "CollapsewatchHook": "collapsewatch.sdk",
+    "TrainingHook": "collapsewatch.sdk",
     "init": "collapsewatch.sdk",
     "get_client": "collapsewatch.sdk",
     "log_rollouts": "collapsewatch.sdk",
@@ -62,6 +64,8 @@ _LAZY = {
 __all__ = [
     "Client",
     "ClientStats",
+    "CollapsewatchHook",
+    "TrainingHook",
     "CrossScores",
     "Rollout",
     "Turn",
@@ -80,6 +84,8 @@ if TYPE_CHECKING:
     from collapsewatch.sdk import (
         Client,
         ClientStats,
+        CollapsewatchHook,
+        TrainingHook,
         complete_step,
         finish,
         flush,

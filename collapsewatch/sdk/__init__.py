@@ -14,10 +14,13 @@ from collapsewatch.sdk._default import (
     log_cross_scores,
     log_rollouts,
 )
+from collapsewatch.sdk.hook import CollapsewatchHook, TrainingHook
 
 __all__ = [
     "Client",
     "ClientStats",
+    "CollapsewatchHook",
+    "TrainingHook",
     "complete_step",
     "finish",
     "flush",

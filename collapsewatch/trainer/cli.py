@@ -55,7 +55,7 @@ def train(
     """
     import torch  # noqa: F401  (heavy: only when a job runs)
 
-    from .callbacks import CollapsewatchCallback, CSVCallback, TrainerCallback
+    from .callbacks import CollapsewatchHook, CSVCallback, TrainingHook
     from .grpo import GRPOTrainer
     from .grpo_config import preset as make_preset
 
@@ -70,7 +70,7 @@ def train(
         fields.update(REAL_MODEL_OVERRIDES, model_path=model)
     config = make_preset(preset, **{**fields, **(overrides or {})})
 
-    callbacks: list[TrainerCallback] = []
+    callbacks: list[TrainingHook] = []
     own_client = False
     if stream:
         if client is None:
@@ -84,7 +84,7 @@ def train(
                 tags=[f"env:{env}", f"preset:{preset}", "reference-trainer"],
             )
             own_client = True
-        callbacks.append(CollapsewatchCallback(client, close_client=own_client))
+        callbacks.append(CollapsewatchHook(client, close_client=own_client))
     if csv is not None:
         callbacks.append(CSVCallback(csv))
 

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from collapsewatch.schema import CrossScores, Rollout, Turn
 
-from .callbacks import TrainerCallback
+from .callbacks import TrainingHook
 from .envs import make_env, vocabulary
 from .envs.base import TextEnv
 from .format import ParsedResponse, format_response, parse_response
@@ -124,7 +124,7 @@ class GRPOTrainer:
         self,
         config: GRPOConfig,
         policy: Policy | None = None,
-        callbacks: Sequence[TrainerCallback] = (),
+        callbacks: Sequence[TrainingHook] = (),
     ) -> None:
         self.config = config
         if config.device == "cpu":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from collapsewatch.schema import CrossScores, Rollout
-from collapsewatch.trainer.callbacks import CollapsewatchCallback, CSVCallback, TrainerCallback
+from collapsewatch.trainer.callbacks import CollapsewatchHook, CSVCallback, TrainingHook
 from collapsewatch.trainer.grpo import GRPOTrainer
 
 Build = Callable[..., GRPOTrainer]
@@ -64,12 +64,12 @@ class FakeClient:
 def test_every_step_reaches_every_callback(make_trainer: Build, tmp_path: Path) -> None:
     recorder = Recorder()
     with_cross, without = FakeClient(True), FakeClient(False)
-    cw_with, cw_without = CollapsewatchCallback(with_cross), CollapsewatchCallback(without)
+    cw_with, cw_without = CollapsewatchHook(with_cross), CollapsewatchHook(without)
     csv_cb = CSVCallback(tmp_path / "curves.csv")
     trainer = make_trainer(
         callbacks=[Broken(), recorder, cw_with, cw_without, csv_cb], cross_score_every=2
     )
-    assert isinstance(recorder, TrainerCallback)
+    assert isinstance(recorder, TrainingHook)
     history = trainer.train(3)
     assert recorder.steps == [0, 1, 2] and recorder.ended == 1
     assert [c is not None for c in recorder.cross] == [True, False, True]
