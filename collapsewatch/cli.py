@@ -140,15 +140,41 @@ def _step_table(title: str, rows: dict[int, dict[str, float | None]]) -> Table:
 
 
 def _load(path: Path, fmt: str) -> list[Any]:
-    from collapsewatch.importers import ImportFormatError, load_rollouts
+    from collapsewatch.importers import FORMATS, load_rollouts
 
+    if fmt != "auto" and fmt not in FORMATS:
+        err.print(f"[red]Unknown format {fmt!r}:[/red] choose auto, {', '.join(FORMATS)}.")
+        raise typer.Exit(2)
     if not path.exists():
         err.print(f"[red]No such file or folder:[/red] {path}")
         raise typer.Exit(2)
     try:
         return list(load_rollouts(path, format=fmt))
-    except ImportFormatError as exc:
+    except UnicodeDecodeError as exc:
+        err.print(
+            f"[red]Cannot read {path}:[/red] not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}); is it a rollout log?"
+        )
+        raise typer.Exit(2) from exc
+    except (ValueError, OSError) as exc:  # ImportFormatError is a ValueError
         err.print(f"[red]Cannot read {path}:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@contextlib.contextmanager
+def _clean_errors(action: str) -> Any:
+    """Turn the setup errors a user can cause (bad database URL, unreachable database,
+    port in use, a key of another project, an unknown revision) into one red line."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    try:
+        yield
+    except OperationalError as exc:
+        err.print(f"[red]Cannot {action}:[/red] the database is unreachable: {exc.orig}")
+        raise typer.Exit(2) from exc
+    except (ArgumentError, CommandError, RuntimeError, ValueError, OSError) as exc:
+        err.print(f"[red]Cannot {action}:[/red] {exc}")
         raise typer.Exit(2) from exc
 
 
@@ -299,7 +325,8 @@ def up(
     settings = _settings(host=host, port=port, data_dir=data_dir, api_key=api_key)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = EmbeddedServer(settings, workers=workers, log_level="info", dashboard=dashboard)
-    server.start()
+    with _clean_errors("start"):
+        server.start()
     db = settings.resolved_database_url.split("@")[-1]
     console.print(f"[bold green]collapsewatch[/bold green] API on {server.url}  (database: {db})")
     if server.dashboard_url:
@@ -359,7 +386,8 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     from collapsewatch.store.migrate import upgrade as do_upgrade
 
     settings = _settings()
-    do_upgrade(settings.resolved_database_url, revision)
+    with _clean_errors("upgrade the database"):
+        do_upgrade(settings.resolved_database_url, revision)
     console.print(
         f"database at revision {revision}: {settings.resolved_database_url.split('@')[-1]}"
     )

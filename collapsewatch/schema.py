@@ -18,20 +18,85 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+INT32_MAX = 2**31 - 1
+"""Largest step, turn index or count the store holds (a PostgreSQL INTEGER column)."""
+
+# Text is stored as UTF-8 and PostgreSQL's text cannot hold NUL, so text fields refuse
+# NUL (U+0000); the pattern also makes pydantic refuse unpaired surrogates (not Unicode
+# text). Both are a 422 naming the field instead of a database error.
+TEXT_PATTERN = r"^[^\x00]*$"
+
 Identifier = Annotated[
     str,
-    Field(min_length=1, max_length=256, description="Client-chosen identifier (1-256 chars)."),
+    Field(
+        min_length=1,
+        max_length=256,
+        pattern=TEXT_PATTERN,
+        description="Client-chosen identifier (1-256 chars, no NUL).",
+    ),
 ]
+Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]
+
+
+def _storable_text(value: str) -> bool:
+    """No NUL and no unpaired surrogate: text PostgreSQL (and UTF-8) can hold."""
+    if "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_json(value: Any) -> bool | None:
+    """True: plain JSON values only, numbers finite, text storable; False: a NaN/±Inf
+    float or a string with NUL or an unpaired surrogate in it; None: a value that is not
+    plain JSON (``json.dumps`` judges it)."""
+    if value is None or isinstance(value, (bool, int)):
+        return True
+    if isinstance(value, str):
+        return _storable_text(value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and _storable_text(k) for k in value):
+            return False if all(isinstance(k, str) for k in value) else None
+        items = value.values()
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    verdict: bool | None = True
+    for item in items:
+        found = _plain_json(item)
+        if found is False:
+            return False
+        if found is None:
+            verdict = None
+    return verdict
 
 
 def _strict_json(value: Any, name: str) -> Any:
-    """Reject NaN/Infinity inside free-form JSON: PostgreSQL's JSON type cannot hold them."""
+    """Reject what PostgreSQL's JSON cannot hold inside free-form JSON: NaN/Infinity,
+    and text with NUL or unpaired surrogates."""
     if value is None:
         return value
-    try:
-        json.dumps(value, allow_nan=False)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be strict JSON (no NaN or Infinity)") from exc
+    # The walk costs a fraction of json.dumps, once per rollout on the ingestion path.
+    verdict = _plain_json(value)
+    if verdict is None:
+        try:
+            json.dumps(value, allow_nan=False)
+            verdict = True
+        except ValueError:
+            verdict = False
+    if not verdict:
+        raise ValueError(
+            f"{name} must be strict JSON (no NaN or Infinity, no NUL or unpaired surrogates)"
+        )
     return value
 
 
@@ -62,16 +127,16 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    index: int = Field(ge=0, description="Position of the turn in the trajectory, from 0.")
-    observation: str = Field(default="", description="Text the policy saw before acting.")
-    reasoning: str = Field(default="", description="Text inside the think span (may be empty).")
-    action: str = Field(default="", description="The action text the environment received.")
+    index: Count = Field(description="Position of the turn in the trajectory, from 0.")
+    observation: Text = Field(default="", description="Text the policy saw before acting.")
+    reasoning: Text = Field(default="", description="Text inside the think span (may be empty).")
+    action: Text = Field(default="", description="The action text the environment received.")
     reward: float = Field(default=0.0, description="Reward the environment gave for this turn.")
     done: bool = Field(default=False, description="True when the episode ended after this turn.")
     token_entropy: float | None = Field(
         default=None, description="Mean per-token entropy of the response (nats, >= 0)."
     )
-    num_tokens: int | None = Field(default=None, ge=0, description="Response length (tokens).")
+    num_tokens: Count | None = Field(default=None, description="Response length (tokens).")
     logprob: float | None = Field(
         default=None, description="Summed log-probability of the response (nats, <= 0)."
     )
@@ -106,8 +171,8 @@ class Rollout(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rollout_id: Identifier
-    step: int = Field(ge=0, description="Training step (optimizer update index), >= 0.")
-    env_id: str = Field(default="default", min_length=1, max_length=256)
+    step: Count = Field(description="Training step (optimizer update index), >= 0.")
+    env_id: str = Field(default="default", min_length=1, max_length=256, pattern=TEXT_PATTERN)
     state_id: Identifier
     reward: float = Field(description="Total return of the trajectory.")
     success: bool | None = Field(default=None, description="Task solved; null if undefined.")
@@ -144,14 +209,16 @@ class CrossScores(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0)
+    step: Count
     rollout_ids: list[Identifier] = Field(min_length=1, description="Row ids (M).")
     state_ids: list[Identifier] = Field(min_length=1, description="Column ids (N).")
     logprob_sum: list[list[float]] = Field(
         description="M×N summed log-probs (nats, <= 0); non-finite entries are counted "
         "by structure.nonfinite and their rows left out of the log-prob metrics."
     )
-    num_tokens: list[Annotated[int, Field(ge=1)]] = Field(description="(M,) tokens per row.")
+    num_tokens: list[Annotated[int, Field(ge=1, le=INT32_MAX)]] = Field(
+        description="(M,) tokens per row."
+    )
 
     @model_validator(mode="after")
     def _check_shape(self) -> CrossScores:
@@ -172,7 +239,9 @@ class RunCreate(BaseModel):
 
     name: Identifier
     config: dict[str, Any] = Field(default_factory=dict, description="Trainer settings (JSON).")
-    tags: list[Annotated[str, Field(max_length=128)]] = Field(default_factory=list)
+    tags: list[Annotated[str, Field(max_length=128, pattern=TEXT_PATTERN)]] = Field(
+        default_factory=list
+    )
 
     @field_validator("config")
     @classmethod
@@ -204,7 +273,7 @@ class RolloutBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rollouts: list[Rollout] = Field(default_factory=list)
-    complete_steps: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    complete_steps: list[Count] = Field(default_factory=list)
 
 
 class IngestResult(BaseModel):

@@ -131,10 +131,24 @@ class Worker:
                 representation=score.representation,
                 commit=False,
             )
+            changes: list[queries.AlertChange] = []
             if kept:
                 # Same transaction: a step reads as scored only with its alerts stored.
-                changes = self._evaluate(session, claim.run_id)
-                session.commit()
+                try:
+                    changes = self._evaluate(session, claim.run_id)
+                    session.commit()
+                except Exception as exc:
+                    # A detector failure must not wedge the step (its claim would be
+                    # retaken forever): store the metrics and say what failed.
+                    log.exception("alert evaluation of run %s failed", claim.run_id)
+                    session.rollback()
+                    kept = queries.finish_step(
+                        session=session,
+                        claim=claim,
+                        metrics=score.metrics,
+                        representation=score.representation,
+                        error=f"alert evaluation failed: {exc!r}",
+                    )
         if not kept:
             log.warning(
                 "claim on run %s step %s was taken over; result discarded", claim.run_id, claim.step

@@ -9,6 +9,7 @@ from fastapi import Depends, HTTPException, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from collapsewatch.schema import INT32_MAX
 from collapsewatch.settings import Settings
 from collapsewatch.store import keys, queries
 from collapsewatch.store.models import Project, Run
@@ -61,7 +62,7 @@ ProjectDep = Annotated[Project, Depends(get_project)]
 def get_run(
     session: SessionDep,
     project: ProjectDep,
-    run_id: Annotated[int, Path(ge=1, description="Run id from POST /api/v1/runs.")],
+    run_id: Annotated[int, Path(ge=1, le=INT32_MAX, description="Run id from POST /api/v1/runs.")],
 ) -> Run:
     """The run ``run_id`` of the caller's project; 404 otherwise (other projects' runs
     are indistinguishable from missing ones)."""

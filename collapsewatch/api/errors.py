@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -87,6 +87,20 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("database unavailable: %s", exc.orig)
         return problem(
             503, "The database is unavailable; retry later.", headers={"Retry-After": "2"}
+        )
+
+    # Input the schemas let through but the database cannot hold (say NUL in a text
+    # column, or text that is not Unicode): the request is at fault, not the server.
+    @app.exception_handler(DataError)
+    async def _unstorable(_: Request, exc: DataError) -> JSONResponse:
+        reason = str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+        log.info("request refused by the database: %s", reason)
+        return problem(422, f"A value in the request cannot be stored: {reason}")
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _not_unicode(_: Request, exc: UnicodeEncodeError) -> JSONResponse:
+        return problem(
+            422, "A text value in the request is not valid Unicode (an unpaired surrogate)."
         )
 
     @app.exception_handler(PoolTimeoutError)

@@ -34,7 +34,9 @@ class Window:
 
     @cached_property
     def mean(self) -> float:
-        return math.fsum(self.values) / len(self.values)
+        # Divide first: the sum of values near the float limit (1e200 rewards) overflows.
+        n = len(self.values)
+        return math.fsum(v / n for v in self.values)
 
     @cached_property
     def median(self) -> float:
@@ -46,7 +48,12 @@ class Window:
         if self.n < 2:
             return 0.0
         m = self.mean
-        return math.sqrt(math.fsum((v - m) ** 2 for v in self.values) / (self.n - 1))
+        # Scaled so that squaring huge deviations cannot overflow.
+        scale = max(abs(v - m) for v in self.values)
+        if scale == 0.0 or not math.isfinite(scale):
+            return 0.0 if scale == 0.0 else math.inf
+        total = math.fsum(((v - m) / scale) ** 2 for v in self.values)
+        return scale * math.sqrt(total / (self.n - 1))
 
     def summary(self) -> dict[str, object]:
         """Evidence form: the step span, count, mean, median and sd."""

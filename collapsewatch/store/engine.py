@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,8 +16,9 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
 
     SQLite gets WAL journaling, a 30 s busy timeout and enforced foreign keys, so the
     API thread and the worker thread of `collapsewatch up` can write to one file. The
-    folder of a SQLite file is created if missing. PostgreSQL gets a pre-pinged pool
-    so connections broken by a server restart are replaced instead of failing a request.
+    folder of a SQLite file is created if missing (mode 0700, the file 0600). PostgreSQL
+    gets a pre-pinged pool so connections broken by a server restart are replaced
+    instead of failing a request.
 
     Raises:
         sqlalchemy.exc.ArgumentError: the URL cannot be parsed.
@@ -24,7 +26,10 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[1] if ":///" in url else ""
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # Owner-only: the file holds every rollout and the alert sinks' secrets.
+            Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not Path(path).exists():
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")

@@ -211,7 +211,7 @@ class MetricPointRow(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(128))
-    value: Mapped[float | None] = mapped_column(Float)
+    value: Mapped[float | None] = mapped_column(IEEEFloat)
     representation: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -1,19 +1,25 @@
 """Query functions over the store. Each takes the session as a keyword argument.
 
 Bulk writes go through one inserter per table (``INSERT … ON CONFLICT``, executed as
-multi-row VALUES by SQLAlchemy's insertmanyvalues), never a loop of ``session.add``.
+multi-row VALUES by SQLAlchemy's insertmanyvalues), never a loop of ``session.add``. On
+PostgreSQL, rollouts and turns take a faster path (one JSON parameter and binary COPY,
+see :func:`_insert_rollouts_postgres`): benchmarks/ingestion.py measures it against raw
+COPY.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Insert, and_, delete, func, or_, select, update
+from sqlalchemy import Insert, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, aliased
 
 from collapsewatch.schema import CrossScores, IngestResult, MetricPoint, Rollout, RunOut, Turn
@@ -77,20 +83,19 @@ def get_run(*, session: Session, project: Project, run_id: int) -> Run | None:
 
 def list_runs(*, session: Session, project: Project, name: str | None = None) -> list[RunOut]:
     """The project's runs, newest first, with rollout and step counts and the last step."""
-    counts = (
-        select(
-            Step.run_id,
-            func.coalesce(func.sum(Step.num_rollouts), 0).label("num_rollouts"),
-            func.count(Step.id).label("num_steps"),
-            func.max(Step.step).label("last_step"),
-        )
-        .where(Step.num_rollouts > 0)
-        .group_by(Step.run_id)
-        .subquery()
-    )
+
+    # Counted per run (correlated subqueries), so only this project's steps are read,
+    # through the (run_id, step) index, instead of aggregating the whole step table.
+    def per_run(column: Any) -> Any:
+        return select(column).where(Step.run_id == Run.id, Step.num_rollouts > 0).scalar_subquery()
+
     stmt = (
-        select(Run, counts.c.num_rollouts, counts.c.num_steps, counts.c.last_step)
-        .outerjoin(counts, counts.c.run_id == Run.id)
+        select(
+            Run,
+            per_run(func.coalesce(func.sum(Step.num_rollouts), 0)),
+            per_run(func.count(Step.id)),
+            per_run(func.max(Step.step)),
+        )
         .where(Run.project_id == project.id)
         .order_by(Run.created_at.desc(), Run.id.desc())
     )
@@ -140,6 +145,7 @@ def _rollout_row(run_id: int, r: Rollout, now: datetime) -> dict[str, Any]:
         "state_id": r.state_id,
         "reward": r.reward,
         "success": r.success,
+        "truncated": r.truncated,
         "num_turns": len(r.turns),
         "metadata": r.metadata,
         "created_at": now,
@@ -162,6 +168,118 @@ def _turn_row(rollout_pk: int, t: Turn) -> dict[str, Any]:
     }
 
 
+# One short statement whatever the batch size, so psycopg parses and prepares it once
+# (a multi-row VALUES list is a new statement per batch size, parsed in Python each time).
+# The rows travel as one JSON array: json.dumps is C, where psycopg dumps array
+# parameters element by element in Python.
+_ROLLOUTS_FROM_JSON = """
+INSERT INTO rollout (run_id, created_at, rollout_id, step, env_id, state_id, reward, success,
+                     truncated, num_turns, metadata)
+SELECT %s, %s, r->>0, (r->>1)::int, r->>2, r->>3, (r->>4)::float8, (r->>5)::bool,
+       (r->>6)::bool, (r->>7)::int, (r->8)::json
+FROM jsonb_array_elements(%s::jsonb) AS r
+ON CONFLICT (run_id, rollout_id) DO NOTHING
+RETURNING id, rollout_id
+"""
+# Binary COPY: half the client CPU of the text format (psycopg packs each value in C).
+_TURNS_COPY = (
+    'COPY turn (rollout_pk, "index", observation, reasoning, action, reward, done, '
+    "token_entropy, num_tokens, logprob, valid_format) FROM STDIN (FORMAT BINARY)"
+)
+_TURN_TYPES = (
+    "int8", "int4", "text", "text", "text", "float8", "bool", "float8", "int4", "float8", "bool"
+)  # fmt: skip
+
+
+def _insert_rollouts_postgres(
+    session: Session, run_id: int, rollouts: Sequence[Rollout], now: datetime
+) -> dict[str, int]:
+    """PostgreSQL bulk path: rollouts by one ``INSERT … SELECT FROM
+    jsonb_array_elements(…) ON CONFLICT DO NOTHING``, the new rollouts' turns by ``COPY``.
+    Both run on the session's connection, in its transaction. Returns {rollout_id:
+    primary key} of the new rows."""
+    import psycopg
+
+    raw = session.connection().connection.driver_connection
+    try:
+        return _write_rollouts(raw, run_id, rollouts, now)
+    except psycopg.Error as exc:
+        # Raised by psycopg directly, not through SQLAlchemy: wrap it as SQLAlchemy would
+        # (OperationalError, DataError, ...), so the API's error handlers see one kind.
+        raise DBAPIError.instance(_ROLLOUTS_FROM_JSON, None, exc, psycopg.Error) from exc
+
+
+def _write_rollouts(
+    raw: Any, run_id: int, rollouts: Sequence[Rollout], now: datetime
+) -> dict[str, int]:
+    with raw.cursor() as cur:
+        rows = [
+            (
+                r.rollout_id,
+                r.step,
+                r.env_id,
+                r.state_id,
+                # JSON has no NaN/Infinity; float8 reads them from text ('nan', 'inf').
+                r.reward if math.isfinite(r.reward) else str(r.reward),
+                r.success,
+                r.truncated,
+                len(r.turns),
+                r.metadata,
+            )
+            for r in rollouts
+        ]
+        cur.execute(_ROLLOUTS_FROM_JSON, (run_id, now, json.dumps(rows)))
+        inserted = {rid: pk for pk, rid in cur.fetchall()}
+        if inserted:
+            with cur.copy(_TURNS_COPY) as copy:
+                copy.set_types(_TURN_TYPES)
+                for r in rollouts:
+                    pk = inserted.get(r.rollout_id)
+                    if pk is None:
+                        continue
+                    for t in r.turns:
+                        copy.write_row(
+                            (
+                                pk,
+                                t.index,
+                                t.observation,
+                                t.reasoning,
+                                t.action,
+                                t.reward,
+                                t.done,
+                                t.token_entropy,
+                                t.num_tokens,
+                                t.logprob,
+                                t.valid_format,
+                            )
+                        )
+    return inserted
+
+
+_step_upserts: dict[str, Insert] = {}
+
+
+def _step_upsert(session: Session) -> Insert:
+    """The step row upsert of an ingest (new rollouts: add to the count, mark dirty).
+
+    Built once per dialect: building it costs more than executing it from SQLAlchemy's
+    compiled cache, on every batch.
+    """
+    name = session.get_bind().dialect.name
+    stmt = _step_upserts.get(name)
+    if stmt is None:
+        ins = _insert(session, Step.__table__)
+        stmt = _step_upserts[name] = ins.on_conflict_do_update(
+            index_elements=["run_id", "step"],
+            set_={
+                "dirty": True,
+                "last_rollout_at": ins.excluded.last_rollout_at,
+                "num_rollouts": Step.__table__.c.num_rollouts + ins.excluded.num_rollouts,
+            },
+        )
+    return stmt
+
+
 def ingest_rollouts(
     *,
     session: Session,
@@ -178,7 +296,9 @@ def ingest_rollouts(
     """
     now = now or utcnow()
     inserted: dict[str, int] = {}
-    if rollouts:
+    if rollouts and session.get_bind().dialect.name == "postgresql":
+        inserted = _insert_rollouts_postgres(session, run.id, rollouts, now)
+    elif rollouts:
         rows = [_rollout_row(run.id, r, now) for r in rollouts]
         # The ORM attribute is ``metadata_``; the column is "metadata".
         stmt = (
@@ -188,31 +308,22 @@ def ingest_rollouts(
         )
         for pk, rid in session.execute(stmt, rows):
             inserted[rid] = pk
-    turn_rows = [
-        _turn_row(inserted[r.rollout_id], t)
-        for r in rollouts
-        if r.rollout_id in inserted
-        for t in r.turns
-    ]
-    if turn_rows:
-        session.execute(_insert(session, TurnRow.__table__), turn_rows)
+        turn_rows = [
+            _turn_row(inserted[r.rollout_id], t)
+            for r in rollouts
+            if r.rollout_id in inserted
+            for t in r.turns
+        ]
+        if turn_rows:
+            session.execute(_insert(session, TurnRow.__table__), turn_rows)
 
     new_per_step: dict[int, int] = {}
     for r in rollouts:
         if r.rollout_id in inserted:
             new_per_step[r.step] = new_per_step.get(r.step, 0) + 1
     if new_per_step:
-        ins = _insert(session, Step.__table__)
-        stmt = ins.on_conflict_do_update(
-            index_elements=["run_id", "step"],
-            set_={
-                "dirty": True,
-                "last_rollout_at": ins.excluded.last_rollout_at,
-                "num_rollouts": Step.__table__.c.num_rollouts + ins.excluded.num_rollouts,
-            },
-        )
         session.execute(
-            stmt,
+            _step_upsert(session),
             [
                 {
                     "run_id": run.id,
@@ -341,11 +452,16 @@ class Claim:
 
 def _ready_clause(now: datetime, idle_seconds: float) -> Any:
     newer = aliased(Step)
-    has_newer = (
-        select(newer.id)
-        .where(newer.run_id == Step.run_id, newer.step > Step.step, newer.num_rollouts > 0)
-        .exists()
+    # "A newer step of the run has rollouts", as a comparison with the run's newest such
+    # step: PostgreSQL reads that max() from the (run_id, step) index backwards, where it
+    # planned EXISTS (… step > this step …) as a scan of the whole step table
+    # (benchmarks/growth.py).
+    newest = (
+        select(func.max(newer.step))
+        .where(newer.run_id == Step.run_id, newer.num_rollouts > 0)
+        .scalar_subquery()
     )
+    has_newer = Step.step < newest
     unclaimed = or_(Step.claim_token.is_(None), Step.claim_expires_at < now)
     settled = or_(
         Step.completed_at.is_not(None),
@@ -448,6 +564,7 @@ def load_step_rollouts(*, session: Session, run_id: int, step: int) -> list[Roll
             state_id=r.state_id,
             reward=r.reward,
             success=r.success,
+            truncated=r.truncated,
             turns=turns[r.id],
             metadata=r.metadata_,
         )
@@ -463,6 +580,7 @@ def finish_step(
     representation: str | None,
     now: datetime | None = None,
     commit: bool = True,
+    error: str | None = None,
 ) -> bool:
     """Write a step's metric points and release the claim, if the claim still holds.
 
@@ -480,7 +598,7 @@ def finish_step(
             claim_expires_at=None,
             scored_at=now,
             score_count=Step.score_count + 1,
-            last_error=None,
+            last_error=error[:2000] if error else None,
         )
         .execution_options(synchronize_session=False)
     )
@@ -523,19 +641,24 @@ def write_metric_points(
     representation: str | None,
     now: datetime | None = None,
 ) -> None:
-    """Replace the named metric points of (run, step) with ``metrics``."""
+    """Set the named metric points of (run, step) to ``metrics`` (other names stay).
+
+    An upsert (``ON CONFLICT DO UPDATE``), so two workers writing the same point at
+    once (the series-derived metrics of neighbouring steps) both succeed.
+    """
     if not metrics:
         return
     now = now or utcnow()
+    ins = _insert(session, MetricPointRow.__table__)
     session.execute(
-        delete(MetricPointRow).where(
-            MetricPointRow.run_id == run_id,
-            MetricPointRow.step == step,
-            MetricPointRow.name.in_(list(metrics)),
-        )
-    )
-    session.execute(
-        _insert(session, MetricPointRow.__table__),
+        ins.on_conflict_do_update(
+            index_elements=["run_id", "step", "name"],
+            set_={
+                "value": ins.excluded.value,
+                "representation": ins.excluded.representation,
+                "created_at": ins.excluded.created_at,
+            },
+        ),
         [
             {
                 "run_id": run_id,
@@ -569,8 +692,15 @@ def metric_series(
     if since_step is not None:
         stmt = stmt.where(MetricPointRow.step >= since_step)
     stmt = stmt.order_by(MetricPointRow.name, MetricPointRow.step)
+    # JSON has no NaN/Inf: a non-finite value (a trainer's NaN loss) reads as null here;
+    # the nonfinite detector reads the stored value and raises the alert that names it.
     return [
-        MetricPoint(step=s, name=n, value=v, representation=rep)
+        MetricPoint(
+            step=s,
+            name=n,
+            value=v if v is None or math.isfinite(v) else None,
+            representation=rep,
+        )
         for s, n, v, rep in session.execute(stmt)
     ]
 

@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from collapsewatch.alerts import outbox
 from collapsewatch.alerts.webhook import generate_secret, secret_key
 from collapsewatch.api.deps import ProjectDep, SessionDep
+from collapsewatch.schema import INT32_MAX
 from collapsewatch.store.models import AlertSinkRow, ProjectDetectorOverrides, utcnow
 
 router = APIRouter(prefix="/api/v1", tags=["alerts"])
@@ -177,7 +178,9 @@ def _commit_unique_name(session: SessionDep, name: str) -> None:
         ) from None
 
 
-SinkId = Annotated[int, Path(ge=1, description="Sink id from POST /api/v1/alert-sinks.")]
+SinkId = Annotated[
+    int, Path(ge=1, le=INT32_MAX, description="Sink id from POST /api/v1/alert-sinks.")
+]
 
 
 @router.get("/alert-sinks", response_model=list[SinkOut])
@@ -257,7 +260,9 @@ def delete_sink(sink_id: SinkId, session: SessionDep, project: ProjectDep) -> Re
 def list_deliveries(
     session: SessionDep,
     project: ProjectDep,
-    alert_id: Annotated[int | None, Query(ge=1, description="Only this alert's.")] = None,
+    alert_id: Annotated[
+        int | None, Query(ge=1, le=INT32_MAX, description="Only this alert's.")
+    ] = None,
     status_: Annotated[
         Literal["pending", "delivered", "failed"] | None,
         Query(alias="status", description="Only deliveries in this status."),

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from collapsewatch.api.deps import RunDep, SessionDep
-from collapsewatch.schema import AlertOut, MetricSeries
+from collapsewatch.schema import INT32_MAX, AlertOut, MetricSeries
 from collapsewatch.store import queries
 
 router = APIRouter(prefix="/api/v1/runs/{run_id}", tags=["metrics"])
@@ -18,7 +18,9 @@ def get_metrics(
     run: RunDep,
     session: SessionDep,
     name: Annotated[list[str] | None, Query(description="Metric names (repeatable).")] = None,
-    since_step: Annotated[int | None, Query(ge=0, description="Only steps >= this.")] = None,
+    since_step: Annotated[
+        int | None, Query(ge=0, le=INT32_MAX, description="Only steps >= this.")
+    ] = None,
 ) -> MetricSeries:
     """Metric points of the run ordered by (name, step). ``value`` is null where the
     metric is undefined for that step."""

@@ -2,17 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Request, Response, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import ValidationError
 
 from collapsewatch.api.deps import RunDep, SessionDep, SettingsDep
-from collapsewatch.schema import CrossScores, IngestResult, RolloutBatch
+from collapsewatch.schema import INT32_MAX, CrossScores, IngestResult, RolloutBatch
 from collapsewatch.settings import Settings
 from collapsewatch.store import queries
 
-router = APIRouter(prefix="/api/v1/runs/{run_id}", tags=["rollouts"])
+
+class _BatchRequest(Request):
+    """A request whose JSON body is parsed and validated as a RolloutBatch in one step.
+
+    pydantic validates the raw bytes (``model_validate_json``, in Rust) about twice as
+    fast as ``json.loads`` followed by validation of the Python objects, which is what
+    FastAPI does; benchmarks/ingestion.py showed that step as the API's largest cost.
+    FastAPI then receives the model instance and keeps it as it is. A body that is not a
+    valid batch is handed over as plain JSON, so FastAPI reports it as usual (the same
+    422 naming each field, or the JSON decode error).
+    """
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            try:
+                self._json = RolloutBatch.model_validate_json(body)
+            except ValidationError:
+                self._json = json.loads(body)
+        return self._json
+
+
+class _BatchRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None or self.body_field.field_info.annotation is not RolloutBatch:
+            return handler
+
+        async def batch_handler(request: Request) -> Response:
+            return await handler(_BatchRequest(request.scope, request.receive))
+
+        return batch_handler
+
+
+router = APIRouter(prefix="/api/v1/runs/{run_id}", tags=["rollouts"], route_class=_BatchRoute)
 
 _TEXT_FIELDS = ("observation", "reasoning", "action")
 
@@ -76,7 +114,9 @@ def post_rollouts(
 
 @router.post("/steps/{step}/complete", status_code=status.HTTP_204_NO_CONTENT)
 def complete_step(
-    run: RunDep, session: SessionDep, step: Annotated[int, Path(ge=0, description="Training step.")]
+    run: RunDep,
+    session: SessionDep,
+    step: Annotated[int, Path(ge=0, le=INT32_MAX, description="Training step.")],
 ) -> Response:
     """Mark a step as fully sent: the worker scores it without waiting for more."""
     queries.mark_steps_complete(session=session, run=run, steps=[step])

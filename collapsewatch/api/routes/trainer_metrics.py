@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import IntegrityError
 
 from collapsewatch.api.deps import RunDep, SessionDep
+from collapsewatch.schema import INT32_MAX
 from collapsewatch.store import queries
 
 router = APIRouter(prefix="/api/v1/runs/{run_id}", tags=["metrics"])
@@ -51,7 +52,7 @@ class TrainerMetricPoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0, description="Training step the value belongs to, >= 0.")
+    step: int = Field(ge=0, le=INT32_MAX, description="Training step the value belongs to, >= 0.")
     name: str = Field(min_length=1, description="Metric name, e.g. 'diversity.token_entropy'.")
     value: float | None = Field(description="The value; null where undefined.")
 
