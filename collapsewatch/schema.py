@@ -229,6 +229,8 @@ class CrossScores(BaseModel):
             raise ValueError(f"num_tokens must have {m} entries, one per rollout_id")
         if len(set(self.state_ids)) != n:
             raise ValueError("state_ids must be distinct")
+        if len(set(self.rollout_ids)) != m:
+            raise ValueError("rollout_ids must be distinct (one row per rollout)")
         return self
 
 

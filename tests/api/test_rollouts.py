@@ -250,3 +250,33 @@ def test_cross_scores_round_trip(http: httpx.Client, run_id: int, server) -> Non
     engine.dispose()
     assert cs.logprob_sum == [[-1.5, -2.5], [-3.0, -0.5], [-7.25, -7.0]]
     assert (cs.rollout_ids, cs.state_ids, cs.num_tokens) == (["a", "b", "c"], ["x", "y"], [2, 4, 5])
+
+
+def test_complete_steps_is_limited_like_a_batch(db_url: str, tmp_path) -> None:
+    from collapsewatch.server import EmbeddedServer
+    from tests.conftest import make_settings
+
+    with (
+        EmbeddedServer(make_settings(db_url, tmp_path, max_batch_rollouts=10)) as srv,
+        httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {srv.api_key}"}) as http,
+    ):
+        run_id = http.post("/api/v1/runs", json={"name": "r"}).json()["id"]
+        resp = http.post(
+            f"/api/v1/runs/{run_id}/rollouts", json={"complete_steps": list(range(11))}
+        )
+        assert resp.status_code == 422
+        assert "complete_steps: 11 steps; the limit is 10" in resp.json()["detail"]
+        assert http.get(f"/api/v1/runs/{run_id}/steps").json() == []
+
+
+def test_cross_scores_rows_must_be_distinct(http: httpx.Client, run_id: int) -> None:
+    body = {
+        "step": 0,
+        "rollout_ids": ["a", "a"],
+        "state_ids": ["x", "y"],
+        "logprob_sum": [[-1.0, -2.0], [-1.0, -2.0]],
+        "num_tokens": [1, 1],
+    }
+    resp = http.post(f"/api/v1/runs/{run_id}/cross-scores", json=body)
+    assert resp.status_code == 422
+    assert "rollout_ids must be distinct" in resp.json()["detail"]

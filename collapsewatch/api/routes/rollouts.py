@@ -67,6 +67,15 @@ def _check_limits(batch: RolloutBatch, settings: Settings) -> None:
                 f"{settings.max_batch_rollouts} (COLLAPSEWATCH_MAX_BATCH_ROLLOUTS)",
             }
         )
+    if len(batch.complete_steps) > settings.max_batch_rollouts:
+        errors.append(
+            {
+                "loc": ("body", "complete_steps"),
+                "type": "too_long",
+                "msg": f"{len(batch.complete_steps)} steps; the limit is "
+                f"{settings.max_batch_rollouts} (COLLAPSEWATCH_MAX_BATCH_ROLLOUTS)",
+            }
+        )
     seen: dict[str, int] = {}
     for i, rollout in enumerate(batch.rollouts):
         if rollout.rollout_id in seen:
