@@ -102,6 +102,31 @@ class ImportFormatError(ValueError):
         super().__init__(f"{where}: {what}" if where else what)
 
 
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file with their 1-based line numbers; blank lines
+    are skipped.
+
+    Raises:
+        ImportFormatError: a line is not valid JSON or not a JSON object (file and line
+            named).
+    """
+    with Path(path).open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFormatError(
+                    f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_no
+                ) from exc
+            if not isinstance(record, dict):
+                raise ImportFormatError(
+                    f"expected a JSON object, got {type(record).__name__}", path=path, line=line_no
+                )
+            yield line_no, record
+
+
 def state_hash(text: str) -> str:
     """A short stable id for an initial state: the first 16 hex digits of the SHA-256
     of ``text`` (UTF-8). Equal strings give equal ids, so rollouts that share the exact

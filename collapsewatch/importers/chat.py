@@ -74,7 +74,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from collapsewatch.importers import ImportFormatError, state_hash
+from collapsewatch.importers import ImportFormatError, json_objects, state_hash
 from collapsewatch.importers.verl import _split_assistant
 from collapsewatch.schema import Rollout, Turn
 
@@ -321,24 +321,11 @@ def iter_rollouts(path: str | Path, *, success_threshold: float | None = None) -
     path = Path(path)
     match = re.search(r"(\d+)$", path.stem)
     default_step = int(match.group(1)) if match else None
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportFormatError(
-                    f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_no
-                ) from exc
-            if not isinstance(record, dict):
-                raise ImportFormatError(
-                    f"expected a JSON object, got {type(record).__name__}", path=path, line=line_no
-                )
-            yield rollout_from_record(
-                record,
-                line_no=line_no,
-                path=path,
-                default_step=default_step,
-                success_threshold=success_threshold,
-            )
+    for line_no, record in json_objects(path):
+        yield rollout_from_record(
+            record,
+            line_no=line_no,
+            path=path,
+            default_step=default_step,
+            success_threshold=success_threshold,
+        )

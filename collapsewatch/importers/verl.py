@@ -66,7 +66,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from collapsewatch.importers import ImportFormatError, state_hash, step_files
+from collapsewatch.importers import ImportFormatError, json_objects, state_hash, step_files
 from collapsewatch.schema import Rollout, Turn
 
 __all__ = ["final_answer", "iter_rollouts", "parse_output", "question_of", "rollout_from_record"]
@@ -256,27 +256,14 @@ def rollout_from_record(
 def _iter_file(
     path: Path, *, default_step: int | None, success_threshold: float
 ) -> Iterator[Rollout]:
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportFormatError(
-                    f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=line_no
-                ) from exc
-            if not isinstance(record, dict):
-                raise ImportFormatError(
-                    f"expected a JSON object, got {type(record).__name__}", path=path, line=line_no
-                )
-            yield rollout_from_record(
-                record,
-                line_no=line_no,
-                path=path,
-                default_step=default_step,
-                success_threshold=success_threshold,
-            )
+    for line_no, record in json_objects(path):
+        yield rollout_from_record(
+            record,
+            line_no=line_no,
+            path=path,
+            default_step=default_step,
+            success_threshold=success_threshold,
+        )
 
 
 def iter_rollouts(path: str | Path, *, success_threshold: float = 1.0) -> Iterator[Rollout]:
