@@ -299,15 +299,15 @@ def _print_alerts(events: list[dict[str, Any]], title: str = "Alerts") -> None:
 
 @app.command()
 def up(
-    host: Annotated[str | None, typer.Option(help="Bind address [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="API port [default: 8423].")] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (default: 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="API port (default: 8423).")] = None,
     data_dir: Annotated[
-        Path | None, typer.Option(help="Folder of the SQLite database [default: .collapsewatch].")
+        Path | None, typer.Option(help="Folder of the SQLite database (default: .collapsewatch).")
     ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
-            help="Register this API key instead of generating one [env: COLLAPSEWATCH_API_KEY]."
+            help="Register this API key instead of generating one (env: COLLAPSEWATCH_API_KEY)."
         ),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Scoring worker threads.")] = 1,
@@ -342,8 +342,8 @@ def up(
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option(help="Bind address [default: 127.0.0.1].")] = None,
-    port: Annotated[int | None, typer.Option(help="API port [default: 8423].")] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (default: 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="API port (default: 8423).")] = None,
 ) -> None:
     """Serve the ingestion API alone (production: run `db upgrade` first)."""
     import uvicorn
@@ -419,8 +419,10 @@ def import_(
     file: Annotated[Path, typer.Argument(help="Rollout log file (or verl rollout dir).")],
     run: Annotated[str, typer.Option("--run", help="Run name (created if missing).")],
     format: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "auto",
-    url: Annotated[str | None, typer.Option(help="API URL [env: COLLAPSEWATCH_URL].")] = None,
-    api_key: Annotated[str | None, typer.Option(help="[env: COLLAPSEWATCH_API_KEY].")] = None,
+    url: Annotated[str | None, typer.Option(help="API URL (env: COLLAPSEWATCH_URL).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (env: COLLAPSEWATCH_API_KEY).")
+    ] = None,
     wait: Annotated[bool, typer.Option(help="Wait until the worker scored every step.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for delivery/scoring.")] = 300,
 ) -> None:
@@ -522,8 +524,10 @@ def _wait_scored(settings: Settings, run: str, timeout: float) -> None:
 @app.command()
 def metrics(
     run: Annotated[str, typer.Argument(help="Run name.")],
-    url: Annotated[str | None, typer.Option(help="API URL [env: COLLAPSEWATCH_URL].")] = None,
-    api_key: Annotated[str | None, typer.Option(help="[env: COLLAPSEWATCH_API_KEY].")] = None,
+    url: Annotated[str | None, typer.Option(help="API URL (env: COLLAPSEWATCH_URL).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (env: COLLAPSEWATCH_API_KEY).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per step.")] = False,
 ) -> None:
     """Print a run's metric series from a running server."""
@@ -550,9 +554,9 @@ def quickstart(
         "../shared/data"
     ),
     data_dir: Annotated[
-        Path | None, typer.Option(help="Folder of the SQLite database [default: .collapsewatch].")
+        Path | None, typer.Option(help="Folder of the SQLite database (default: .collapsewatch).")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="API port [default: a free one].")] = None,
+    port: Annotated[int | None, typer.Option(help="API port (default: a free one).")] = None,
 ) -> None:
     """Run the main job on the shared real logs, end to end on embedded SQLite.
 
@@ -607,9 +611,9 @@ def demo(
     steps: Annotated[int, typer.Option(help="GRPO steps per run (after the cold start).")] = 60,
     seed: Annotated[int, typer.Option(help="Seed of both runs.")] = 0,
     data_dir: Annotated[
-        Path | None, typer.Option(help="Folder of the SQLite database [default: .collapsewatch].")
+        Path | None, typer.Option(help="Folder of the SQLite database (default: .collapsewatch).")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="API port [default: a free one].")] = None,
+    port: Annotated[int | None, typer.Option(help="API port (default: a free one).")] = None,
 ) -> None:
     """Train a collapsing and a healthy policy live and show where the alerts fire.
 

@@ -13,17 +13,17 @@ console = Console()
 def dashboard(
     host: Annotated[
         str | None,
-        typer.Option(help="Bind address [default: 127.0.0.1; env: COLLAPSEWATCH_DASHBOARD_HOST]."),
+        typer.Option(help="Bind address (default: 127.0.0.1; env: COLLAPSEWATCH_DASHBOARD_HOST)."),
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option(help="Port [default: 8424; env: COLLAPSEWATCH_DASHBOARD_PORT]."),
+        typer.Option(help="Port (default: 8424; env: COLLAPSEWATCH_DASHBOARD_PORT)."),
     ] = None,
     project: Annotated[
         str | None,
         typer.Option(
-            help="Show only this project's runs [default: every project; "
-            "env: COLLAPSEWATCH_DASHBOARD_PROJECT]."
+            help="Show only this project's runs (default: every project; "
+            "env: COLLAPSEWATCH_DASHBOARD_PROJECT)."
         ),
     ] = None,
 ) -> None:

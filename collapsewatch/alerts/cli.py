@@ -38,7 +38,7 @@ def _alert_settings():
 def test_send(
     sink: Annotated[
         str | None,
-        typer.Option(help="Sink kind: slack or webhook [default: every configured sink]."),
+        typer.Option(help="Sink kind: slack or webhook (default: every configured sink)."),
     ] = None,
     url: Annotated[
         str | None,
@@ -46,7 +46,7 @@ def test_send(
     ] = None,
     secret: Annotated[
         str | None,
-        typer.Option(help="Webhook secret for --url [env: COLLAPSEWATCH_WEBHOOK_SECRET]."),
+        typer.Option(help="Webhook secret for --url (env: COLLAPSEWATCH_WEBHOOK_SECRET)."),
     ] = None,
 ) -> None:
     """Send a test message to the configured sinks (or to --url) and print the outcome.
