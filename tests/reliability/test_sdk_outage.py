@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from collapsewatch import Client
 from collapsewatch.store.engine import make_engine, make_sessionmaker
 from collapsewatch.store.models import RolloutRow, Run, TurnRow
-from tests.reliability.conftest import RestartableApi
+from tests.servers import RestartableApi
 
 pytestmark = pytest.mark.slow
 

@@ -2,80 +2,36 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-import uvicorn
 
 from collapsewatch import Client
+from collapsewatch.server import free_port
 from collapsewatch.settings import Settings
 from tests.factories import step_batch, turn
+from tests.servers import RestartableApi
 
 pytestmark = pytest.mark.slow
 
 
-class _Api:
-    """The app under uvicorn in a thread; can be stopped and started on the same port."""
-
-    def __init__(self, settings: Settings) -> None:
-        from collapsewatch.server import ensure_api_key, free_port
-        from collapsewatch.store.migrate import upgrade
-
-        self.settings = settings.model_copy(update={"port": free_port()})
-        upgrade(self.settings.resolved_database_url)
-        self.api_key, _ = ensure_api_key(self.settings)
-        self.url = f"http://127.0.0.1:{self.settings.port}"
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        from collapsewatch.api.app import create_app
-
-        config = uvicorn.Config(
-            create_app(self.settings),
-            host="127.0.0.1",
-            port=self.settings.port,
-            log_level="warning",
-            lifespan="on",
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self._server.started:
-            assert self._thread.is_alive() and time.monotonic() < deadline, "API did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(10)
-            self._server = None
-
-    def get(self, path: str) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.api_key}"}
-        return httpx.get(self.url + path, headers=headers, timeout=10)
-
-
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[_Api]:
+def api(tmp_path: Path) -> Iterator[RestartableApi]:
     settings = Settings(
         data_dir=tmp_path / "data",
         database_url=f"sqlite:///{tmp_path / 'cw.db'}",
         project="sdk-test",
         max_text_chars=2000,
+        port=free_port(),
     )
-    server = _Api(settings)
+    server = RestartableApi(settings)
     server.start()
     yield server
     server.stop()
 
 
-def _client(api: _Api, tmp_path: Path, **kwargs) -> Client:
+def _client(api: RestartableApi, tmp_path: Path, **kwargs) -> Client:
     options = {
         "url": api.url,
         "api_key": api.api_key,
